@@ -1,0 +1,168 @@
+# gllmk - GNU make build. `make` builds everything, `make check` runs the
+# tests, `make run` is the main job (gllmk-info, a demo, gllmk-bench --quick).
+#
+# The build tree mirrors an installed tree: build/lib/libgllmk.so.0 with its
+# plugins in build/lib/gllmk/, tools in build/bin/.
+
+VERSION      := 0.1.0
+SOVERSION    := 0
+
+PREFIX       ?= /usr/local
+EXEC_PREFIX  ?= $(PREFIX)
+LIBDIR       ?= $(EXEC_PREFIX)/lib
+BINDIR       ?= $(EXEC_PREFIX)/bin
+INCLUDEDIR   ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+PLUGINDIR    := $(LIBDIR)/gllmk
+DOCDIR       ?= $(PREFIX)/share/doc/gllmk
+DESTDIR      ?=
+
+SANITIZE     ?= 0
+ifeq ($(SANITIZE),1)
+B            := build/sanitize
+SAN_FLAGS    := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+B            := build
+SAN_FLAGS    :=
+endif
+
+CC           ?= cc
+OPT          ?= -O2
+WARN         := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
+CFLAGS_BASE  := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -fvisibility=hidden $(WARN) $(SAN_FLAGS) -Icore/include
+LDFLAGS_BASE := $(SAN_FLAGS) -Wl,--no-undefined -Wl,-z,relro -Wl,-z,now
+# Keep user CFLAGS/LDFLAGS last so packagers can add hardening flags.
+ALL_CFLAGS    = $(CFLAGS_BASE) $(CFLAGS)
+ALL_LDFLAGS   = $(LDFLAGS_BASE) $(LDFLAGS)
+
+CORE_SRCS    := $(wildcard core/*.c)
+CORE_OBJS    := $(CORE_SRCS:%.c=$(B)/obj/%.o)
+CORE_LIB     := $(B)/lib/libgllmk.so.$(VERSION)
+CORE_SONAME  := libgllmk.so.$(SOVERSION)
+HEADERS      := $(wildcard core/include/gllmk/*.h) core/include/gllmk/gllmk_ops.def
+
+.PHONY: all run check install uninstall clean blobs install-core install-dev \
+        install-tools deps-build deps-check
+.DEFAULT_GOAL := all
+
+all:: core plugins tools
+
+# ------------------------------------------------------------------ core
+
+.PHONY: core
+core: $(B)/lib/$(CORE_SONAME) $(B)/lib/libgllmk.so $(B)/gllmk.pc
+
+$(B)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/obj/core/%.o: ALL_CFLAGS += -DGLLMK_BUILDING_CORE
+
+$(CORE_LIB): $(CORE_OBJS) core/libgllmk.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,$(CORE_SONAME) -Wl,--version-script=core/libgllmk.map \
+	  $(ALL_LDFLAGS) -o $@ $(CORE_OBJS) -ldl -lpthread
+
+$(B)/lib/$(CORE_SONAME): $(CORE_LIB)
+	ln -sf $(notdir $<) $@
+$(B)/lib/libgllmk.so: $(B)/lib/$(CORE_SONAME)
+	ln -sf $(notdir $<) $@
+
+$(B)/gllmk.pc: gllmk.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' \
+	    -e 's|@VERSION@|$(VERSION)|g' $< > $@
+
+# --------------------------------------------------------------- plugins
+#
+# Each plugins/<name>/plugin.mk sets <name>_SRCS (C sources), and may set
+# <name>_CFLAGS, <name>_LDLIBS, <name>_OBJS_EXTRA (objects with their own
+# rules, e.g. embedded blobs). A plugin never links libgllmk.
+
+PLUGINS := $(sort $(patsubst plugins/%/plugin.mk,%,$(wildcard plugins/*/plugin.mk)))
+include $(wildcard plugins/*/plugin.mk)
+
+define plugin_template
+$(1)_OBJS := $$($(1)_SRCS:%.c=$$(B)/obj/%.o) $$($(1)_OBJS_EXTRA)
+$$($(1)_SRCS:%.c=$$(B)/obj/%.o): ALL_CFLAGS += $$($(1)_CFLAGS)
+$$(B)/lib/gllmk/gllmk-$(1).so: $$($(1)_OBJS)
+	@mkdir -p $$(dir $$@)
+	$$(CC) -shared $$(ALL_LDFLAGS) -o $$@ $$($(1)_OBJS) $$($(1)_LDLIBS)
+.PHONY: plugin-$(1) install-plugin-$(1)
+plugin-$(1): $$(B)/lib/gllmk/gllmk-$(1).so
+install-plugin-$(1): $$(B)/lib/gllmk/gllmk-$(1).so
+	install -d $$(DESTDIR)$$(PLUGINDIR)
+	install -m 0644 $$< $$(DESTDIR)$$(PLUGINDIR)/gllmk-$(1).so
+endef
+$(foreach p,$(PLUGINS),$(eval $(call plugin_template,$(p))))
+
+.PHONY: plugins
+plugins: $(PLUGINS:%=plugin-%)
+
+# ----------------------------------------------------------------- tools
+
+TOOL_CFLAGS  := -Wl,-rpath,'$$ORIGIN/../lib'
+TOOLS        := gllmk-info
+-include tools/tools.mk
+
+define tool_template
+$$(B)/bin/$(1): $$($(1)_SRCS:%.c=$$(B)/obj/%.o) $$(B)/lib/$$(CORE_SONAME)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(ALL_LDFLAGS) $$(TOOL_CFLAGS) -o $$@ $$($(1)_SRCS:%.c=$$(B)/obj/%.o) \
+	  -L$$(B)/lib -lgllmk $$($(1)_LDLIBS)
+endef
+$(foreach t,$(TOOLS),$(eval $(call tool_template,$(t))))
+
+.PHONY: tools
+tools: $(TOOLS:%=$(B)/bin/%)
+
+# ----------------------------------------------------------------- tests
+
+-include tests/tests.mk
+
+# ------------------------------------------------------------ main job
+
+run: deps-build all
+	$(B)/bin/gllmk-info
+	$(B)/bin/gllmk-demo
+	@if [ -x $(B)/bin/gllmk-bench ]; then $(B)/bin/gllmk-bench --quick; fi
+
+# Installs missing build/test packages when run as root (Debian 12),
+# otherwise names them and stops.
+deps-build:
+	@sh tools/ensure-deps.sh build
+deps-check:
+	@sh tools/ensure-deps.sh check
+
+# --------------------------------------------------------------- install
+
+install: install-core install-dev install-tools $(PLUGINS:%=install-plugin-%)
+
+install-core: $(B)/lib/$(CORE_SONAME)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PLUGINDIR)
+	install -m 0755 $(CORE_LIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf libgllmk.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(CORE_SONAME)
+
+install-dev: $(B)/gllmk.pc $(B)/lib/libgllmk.so
+	install -d $(DESTDIR)$(INCLUDEDIR)/gllmk $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(LIBDIR)
+	install -m 0644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/gllmk/
+	install -m 0644 $(B)/gllmk.pc $(DESTDIR)$(PKGCONFIGDIR)/gllmk.pc
+	ln -sf $(CORE_SONAME) $(DESTDIR)$(LIBDIR)/libgllmk.so
+
+install-tools: tools
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(TOOLS:%=$(B)/bin/%) $(DESTDIR)$(BINDIR)/
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libgllmk.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(CORE_SONAME) \
+	      $(DESTDIR)$(LIBDIR)/libgllmk.so $(DESTDIR)$(PKGCONFIGDIR)/gllmk.pc
+	rm -f $(PLUGINS:%=$(DESTDIR)$(PLUGINDIR)/gllmk-%.so)
+	rm -f $(TOOLS:%=$(DESTDIR)$(BINDIR)/%)
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/gllmk
+	-rmdir $(DESTDIR)$(PLUGINDIR) 2>/dev/null
+
+clean:
+	rm -rf build
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,442 @@
+/*
+ * gllmk.h - public API of gllmk, a library of GPU kernels for LLM inference.
+ *
+ * Conventions
+ *  - Every fallible call returns a gllmk_status. On failure nothing was
+ *    written to any output, and gllmk_last_error() (per thread) says which
+ *    call, which argument and what was wrong.
+ *  - Results come back through `out_` parameters.
+ *  - The library never prints, never aborts and reads no environment
+ *    variable. The backend is chosen automatically (CUDA > ROCm > Metal >
+ *    Vulkan > CPU) unless gllmk_context_options says otherwise.
+ *  - Work is enqueued in order on the context's queue. gllmk_synchronize()
+ *    waits for it and reports errors the device raised since the last call.
+ *    gllmk_buffer_read() synchronizes.
+ *
+ * Thread safety: one context may be used from one thread at a time.
+ * Different contexts are independent.
+ */
+#ifndef GLLMK_GLLMK_H_
+#define GLLMK_GLLMK_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(GLLMK_BUILDING_CORE)
+#define GLLMK_API __attribute__((visibility("default")))
+#else
+#define GLLMK_API
+#endif
+
+#define GLLMK_VERSION_MAJOR 0
+#define GLLMK_VERSION_MINOR 1
+#define GLLMK_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------- status */
+
+/* Values are pinned: they are part of the ABI. */
+typedef enum gllmk_status {
+  GLLMK_OK = 0,
+  GLLMK_ERR_INVALID_ARGUMENT = 1, /* NULL, wrong dtype/shape/stride, overlap */
+  GLLMK_ERR_UNSUPPORTED = 2,      /* the backend does not implement the op */
+  GLLMK_ERR_OUT_OF_MEMORY = 3,    /* host or device allocation failed */
+  GLLMK_ERR_OUT_OF_RANGE = 4,     /* an index in device data was out of range */
+  GLLMK_ERR_NO_BACKEND = 5,       /* no plugin could provide a device */
+  GLLMK_ERR_BACKEND = 6,          /* the driver reported an error */
+  GLLMK_ERR_OVERFLOW = 7,         /* a size or offset does not fit 64 bits */
+  GLLMK_ERR_INTERNAL = 8,         /* a bug in gllmk or a plugin */
+} gllmk_status;
+
+/* A static string naming the status ("GLLMK_ERR_INVALID_ARGUMENT"). */
+GLLMK_API const char *gllmk_status_string(gllmk_status status);
+
+/* The message of the last failed call on this thread ("" if none). The text
+ * stays valid until the next gllmk call on this thread. */
+GLLMK_API const char *gllmk_last_error(void);
+
+/* ------------------------------------------------------------------ types */
+
+typedef enum gllmk_dtype {
+  GLLMK_F32 = 0,
+  GLLMK_F16 = 1,
+  GLLMK_BF16 = 2,
+  GLLMK_I32 = 3,
+} gllmk_dtype;
+#define GLLMK_DTYPE_COUNT 4
+
+/* Bytes per element (0 for an unknown dtype). */
+GLLMK_API size_t gllmk_dtype_size(gllmk_dtype dtype);
+/* "f32", "f16", "bf16", "i32" (NULL for an unknown dtype). */
+GLLMK_API const char *gllmk_dtype_name(gllmk_dtype dtype);
+
+typedef enum gllmk_backend_kind {
+  GLLMK_BACKEND_CUDA = 0,
+  GLLMK_BACKEND_ROCM = 1,
+  GLLMK_BACKEND_METAL = 2,
+  GLLMK_BACKEND_VULKAN = 3,
+  GLLMK_BACKEND_CPU = 4,
+  GLLMK_BACKEND_OTHER = 5,
+} gllmk_backend_kind;
+#define GLLMK_BACKEND_KIND_COUNT 6
+
+/* "cuda", "rocm", "metal", "vulkan", "cpu", "other". */
+GLLMK_API const char *gllmk_backend_kind_name(gllmk_backend_kind kind);
+
+typedef struct gllmk_context gllmk_context;
+typedef struct gllmk_buffer gllmk_buffer;
+
+/* ------------------------------------------------------------------ context */
+
+typedef struct gllmk_context_options {
+  /* Plugin name to use instead of the automatic choice ("cuda", "vulkan",
+   * "cpu", ...), or NULL. A forced backend may use a software device. */
+  const char *backend;
+  /* Device index within the chosen plugin (0 = first). */
+  uint32_t device_index;
+  /* Threads for host-side work (the cpu backend's pool); 0 = one per core. */
+  uint32_t num_threads;
+  /* Plugin names never to load. */
+  const char *const *exclude;
+  uint32_t exclude_count;
+  /* Directory to search instead of <libdir>/gllmk. For embedders that ship
+   * their own plugins and for tests; applications leave it NULL. */
+  const char *plugin_dir;
+} gllmk_context_options;
+
+/* Creates a context on the best backend (options may be NULL). */
+GLLMK_API gllmk_status gllmk_context_create(const gllmk_context_options *options,
+                                            gllmk_context **out_context);
+/* Waits for queued work and frees the context and any buffer still alive. */
+GLLMK_API void gllmk_context_destroy(gllmk_context *context);
+/* Waits for queued work; returns the first error the device raised since the
+ * previous synchronize (e.g. GLLMK_ERR_OUT_OF_RANGE from gllmk_embedding). */
+GLLMK_API gllmk_status gllmk_synchronize(gllmk_context *context);
+
+typedef enum gllmk_device_flags {
+  GLLMK_DEVICE_SOFTWARE = 1u << 0, /* an emulated device (lavapipe): never chosen automatically */
+  GLLMK_DEVICE_UNIFIED_MEMORY = 1u << 1,
+} gllmk_device_flags;
+
+typedef struct gllmk_device_info {
+  char name[128];   /* "NVIDIA H100 80GB HBM3", "AMD EPYC ..." */
+  char arch[64];    /* "sm_90", "gfx1100", "llvmpipe", "x86_64 avx2 fma f16c" */
+  char driver[64];  /* driver name and version, if known */
+  char uuid[48];    /* textual UUID, if the driver has one */
+  uint64_t memory_bytes;  /* device memory (host memory for cpu) */
+  uint32_t compute_units; /* SMs, CUs, cores */
+  uint32_t flags;         /* gllmk_device_flags */
+} gllmk_device_info;
+
+/* The name of the plugin the context runs on ("cpu", "cuda", ...). */
+GLLMK_API const char *gllmk_context_backend(const gllmk_context *context);
+GLLMK_API gllmk_status gllmk_context_device_info(const gllmk_context *context,
+                                                 gllmk_device_info *out_info);
+
+/* ---------------------------------------------------------------- discovery */
+
+typedef enum gllmk_plugin_state {
+  GLLMK_PLUGIN_SELECTED = 0,  /* the plugin a context with these options uses */
+  GLLMK_PLUGIN_AVAILABLE = 1, /* loaded, has devices, not selected */
+  GLLMK_PLUGIN_NO_DEVICE = 2, /* loaded, but its probe found no usable device */
+  GLLMK_PLUGIN_REJECTED = 3,  /* not loaded: bad file, bad ABI, duplicate name */
+  GLLMK_PLUGIN_EXCLUDED = 4,  /* skipped because the options exclude it */
+} gllmk_plugin_state;
+
+/* "selected", "available", "no device", "rejected", "excluded". */
+GLLMK_API const char *gllmk_plugin_state_name(gllmk_plugin_state state);
+
+typedef struct gllmk_plugin_record {
+  char path[4096];
+  char name[64];        /* from the plugin's descriptor; "" if rejected early */
+  char version[32];
+  uint32_t kind;        /* gllmk_backend_kind */
+  uint32_t rank;        /* 0 is best: cuda 0, rocm 1, metal 2, vulkan 3, cpu 4, other 5 */
+  uint32_t abi_version; /* (major << 16) | minor, 0 if unknown */
+  uint32_t state;       /* gllmk_plugin_state */
+  uint32_t device_count;
+  char reason[512];     /* why rejected / no device / not selected */
+} gllmk_plugin_record;
+
+typedef struct gllmk_discovery gllmk_discovery;
+
+/* Scans the plugin directory as gllmk_context_create would with the same
+ * options, without opening a device. Every file is listed, good or bad. */
+GLLMK_API gllmk_status gllmk_discover(const gllmk_context_options *options,
+                                      gllmk_discovery **out_discovery);
+GLLMK_API void gllmk_discovery_free(gllmk_discovery *discovery);
+/* The directory that was scanned. */
+GLLMK_API const char *gllmk_discovery_plugin_dir(const gllmk_discovery *discovery);
+GLLMK_API uint32_t gllmk_discovery_plugin_count(const gllmk_discovery *discovery);
+/* NULL if index is out of range. */
+GLLMK_API const gllmk_plugin_record *gllmk_discovery_plugin(const gllmk_discovery *discovery,
+                                                           uint32_t index);
+GLLMK_API gllmk_status gllmk_discovery_device(const gllmk_discovery *discovery,
+                                              uint32_t plugin_index, uint32_t device_index,
+                                              gllmk_device_info *out_info);
+
+/* -------------------------------------------------------------------- ops */
+
+typedef enum gllmk_op {
+#define GLLMK_OP(name) GLLMK_OP_##name,
+#include "gllmk_ops.def"
+  GLLMK_OP_COUNT
+} gllmk_op;
+
+/* "matmul", ... (NULL for an unknown op). */
+GLLMK_API const char *gllmk_op_name(gllmk_op op);
+/* Whether the plugin implements the op (0 or 1). */
+GLLMK_API int gllmk_discovery_plugin_supports(const gllmk_discovery *discovery,
+                                              uint32_t plugin_index, gllmk_op op);
+
+/* ------------------------------------------------------------------ buffers */
+
+/* Device memory of `size` bytes (> 0), owned by the context. Contents are
+ * unspecified until written. */
+GLLMK_API gllmk_status gllmk_buffer_alloc(gllmk_context *context, uint64_t size,
+                                          gllmk_buffer **out_buffer);
+/* Waits for queued work, then frees. NULL is ignored. */
+GLLMK_API void gllmk_buffer_free(gllmk_buffer *buffer);
+GLLMK_API uint64_t gllmk_buffer_size(const gllmk_buffer *buffer);
+GLLMK_API gllmk_context *gllmk_buffer_context(const gllmk_buffer *buffer);
+/* Host -> device, ordered after queued work; returns when `src` may be reused. */
+GLLMK_API gllmk_status gllmk_buffer_write(gllmk_buffer *buffer, uint64_t offset,
+                                          const void *src, uint64_t size);
+/* Device -> host; synchronizes first (and returns a device-raised error). */
+GLLMK_API gllmk_status gllmk_buffer_read(gllmk_buffer *buffer, uint64_t offset,
+                                         void *dst, uint64_t size);
+/* Device -> device within one context; ranges may not overlap within a buffer. */
+GLLMK_API gllmk_status gllmk_buffer_copy(gllmk_buffer *dst, uint64_t dst_offset,
+                                         gllmk_buffer *src, uint64_t src_offset,
+                                         uint64_t size);
+/* Sets `size` bytes to `value`, enqueued. */
+GLLMK_API gllmk_status gllmk_buffer_fill(gllmk_buffer *buffer, uint64_t offset,
+                                         uint64_t size, uint8_t value);
+
+/* ------------------------------------------------------------------ tensors */
+
+#define GLLMK_MAX_DIMS 8
+
+/* A view of a buffer: plain data, freely copied. Strides are in elements
+ * and may be zero (broadcast) but not negative. */
+typedef struct gllmk_tensor {
+  gllmk_buffer *buffer;
+  uint64_t offset; /* bytes from the buffer's start to element [0,...,0] */
+  int32_t dtype;   /* gllmk_dtype */
+  int32_t ndim;    /* 1..GLLMK_MAX_DIMS */
+  int64_t shape[GLLMK_MAX_DIMS];
+  int64_t strides[GLLMK_MAX_DIMS];
+} gllmk_tensor;
+
+/* A dense row-major tensor at `offset` in `buffer` (checked to fit). */
+GLLMK_API gllmk_status gllmk_tensor_make(gllmk_buffer *buffer, uint64_t offset,
+                                         gllmk_dtype dtype, int32_t ndim,
+                                         const int64_t *shape, gllmk_tensor *out_tensor);
+/* Elements `start`, `start + step`, ... (`length` of them) of dimension `dim`. */
+GLLMK_API gllmk_status gllmk_tensor_slice(const gllmk_tensor *tensor, int32_t dim,
+                                          int64_t start, int64_t length, int64_t step,
+                                          gllmk_tensor *out_tensor);
+/* Dimensions reordered: out.shape[i] = tensor.shape[order[i]]. */
+GLLMK_API gllmk_status gllmk_tensor_permute(const gllmk_tensor *tensor, const int32_t *order,
+                                            gllmk_tensor *out_tensor);
+/* A new shape over the same elements; the tensor must be dense. */
+GLLMK_API gllmk_status gllmk_tensor_reshape(const gllmk_tensor *tensor, int32_t ndim,
+                                            const int64_t *shape, gllmk_tensor *out_tensor);
+/* Product of the shape (0 if invalid). */
+GLLMK_API int64_t gllmk_tensor_numel(const gllmk_tensor *tensor);
+/* 1 if the tensor is dense row-major, else 0. */
+GLLMK_API int gllmk_tensor_is_contiguous(const gllmk_tensor *tensor);
+/* Bytes from `offset` to one past the last element (0 if invalid). */
+GLLMK_API uint64_t gllmk_tensor_extent_bytes(const gllmk_tensor *tensor);
+
+/* ---------------------------------------------------------------- op args
+ *
+ * Shared rules (checked by the core before any plugin runs):
+ *  - Float tensors of one call share one dtype (F32, F16 or BF16) and the
+ *    math runs in F32; only copy converts between dtypes.
+ *  - Unless an op says otherwise, tensors have unit stride in the last
+ *    dimension and their leading dimensions flatten into "rows" with one row
+ *    stride (so a column slice of a wider matrix is accepted).
+ *  - Every dimension is >= 1.
+ *  - An output may be exactly the same view as an input where the op says
+ *    "in place allowed"; any other overlap between an output and another
+ *    tensor is an error.
+ */
+
+/* out = src converted to out's dtype. src may have any strides; shapes equal. */
+typedef struct gllmk_copy_args {
+  const gllmk_tensor *out, *src;
+} gllmk_copy_args;
+
+/* out = value (rounded to out's dtype; I32 takes the value truncated). */
+typedef struct gllmk_fill_args {
+  const gllmk_tensor *out;
+  float value;
+} gllmk_fill_args;
+
+/* out = a op b; b has a's shape or is 1-D of a's last dim (broadcast over
+ * rows). In place allowed (out = a or out = b of the same shape). */
+typedef struct gllmk_binary_args {
+  const gllmk_tensor *out, *a, *b;
+} gllmk_binary_args;
+typedef gllmk_binary_args gllmk_add_args;
+typedef gllmk_binary_args gllmk_mul_args;
+
+/* out = a * b + c; b and c each a's shape or 1-D (broadcast). In place allowed. */
+typedef struct gllmk_mul_add_args {
+  const gllmk_tensor *out, *a, *b, *c;
+} gllmk_mul_add_args;
+
+/* out = x * sigmoid(x). In place allowed. */
+typedef struct gllmk_silu_args {
+  const gllmk_tensor *out, *x;
+} gllmk_silu_args;
+
+typedef enum gllmk_gelu_kind {
+  GLLMK_GELU_ERF = 0,  /* exact: 0.5 x (1 + erf(x / sqrt 2)) */
+  GLLMK_GELU_TANH = 1, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+} gllmk_gelu_kind;
+
+/* out = gelu(x). In place allowed. */
+typedef struct gllmk_gelu_args {
+  const gllmk_tensor *out, *x;
+  int32_t kind; /* gllmk_gelu_kind */
+} gllmk_gelu_args;
+
+/* out = gelu(x + bias), bias 1-D of x's last dim. In place allowed (out = x). */
+typedef struct gllmk_add_gelu_args {
+  const gllmk_tensor *out, *x, *bias;
+  int32_t kind; /* gllmk_gelu_kind */
+} gllmk_add_gelu_args;
+
+/* out = silu(gate) * up; gate and up may be column slices of one buffer. */
+typedef struct gllmk_swiglu_args {
+  const gllmk_tensor *out, *gate, *up;
+} gllmk_swiglu_args;
+
+/* out = x / sqrt(mean(x^2) + eps) * weight over the last dim; weight 1-D.
+ * In place allowed (out = x). */
+typedef struct gllmk_rmsnorm_args {
+  const gllmk_tensor *out, *x, *weight;
+  float eps;
+} gllmk_rmsnorm_args;
+
+/* residual += x; out = rmsnorm(residual). residual is updated in place. */
+typedef struct gllmk_add_rmsnorm_args {
+  const gllmk_tensor *out, *residual, *x, *weight;
+  float eps;
+} gllmk_add_rmsnorm_args;
+
+/* out = (x - mean) / sqrt(var + eps) * weight (+ bias); bias may be NULL.
+ * In place allowed (out = x). */
+typedef struct gllmk_layernorm_args {
+  const gllmk_tensor *out, *x, *weight, *bias;
+  float eps;
+} gllmk_layernorm_args;
+
+/* out = softmax(scale * x) over the last dim. In place allowed. */
+typedef struct gllmk_softmax_args {
+  const gllmk_tensor *out, *x;
+  float scale;
+} gllmk_softmax_args;
+
+typedef enum gllmk_rope_style {
+  GLLMK_ROPE_NEOX = 0, /* pairs (i, i + rotary_dim/2): half split */
+  GLLMK_ROPE_GPTJ = 1, /* pairs (2i, 2i + 1): interleaved */
+} gllmk_rope_style;
+
+/* Rotary embedding on x [tokens, heads, head_dim] with positions [tokens]
+ * (I32). Pair j of the first rotary_dim features turns by the angle
+ * position * theta^(-2j / rotary_dim); the rest is copied. rotary_dim is
+ * even and <= head_dim. In place allowed (out = x). */
+typedef struct gllmk_rope_args {
+  const gllmk_tensor *out, *x, *positions;
+  float theta;
+  int32_t rotary_dim;
+  int32_t style; /* gllmk_rope_style */
+} gllmk_rope_args;
+
+/* out[i, :] = table[ids[i], :]; ids I32 of any shape, out = ids.shape + [dim].
+ * An id outside [0, vocab) writes zeros and the next gllmk_synchronize
+ * returns GLLMK_ERR_OUT_OF_RANGE. */
+typedef struct gllmk_embedding_args {
+  const gllmk_tensor *out, *table, *ids;
+} gllmk_embedding_args;
+
+typedef enum gllmk_matmul_layout {
+  GLLMK_B_NK = 0, /* b is [N, K]: a PyTorch Linear weight, out = a b^T */
+  GLLMK_B_KN = 1, /* b is [K, N]: out = a b */
+} gllmk_matmul_layout;
+
+/* out[..., M, N] = alpha * a[..., M, K] op(b) + beta * out (+ bias[N]).
+ * b is 2-D (shared by every batch) or has a's leading dims; bias may be NULL.
+ * With beta = 0, out is not read (NaN in it does not propagate). */
+typedef struct gllmk_matmul_args {
+  const gllmk_tensor *out, *a, *b, *bias;
+  float alpha, beta;
+  int32_t b_layout; /* gllmk_matmul_layout */
+} gllmk_matmul_args;
+
+/* Flash attention. q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D], out like q;
+ * Hq % Hkv == 0; D a multiple of 8, at most 256. kv_lens (I32 [B], may be
+ * NULL) limits each sequence's keys to its first kv_lens[b]; with causal,
+ * query i of a sequence with L keys sees keys j <= i + L - Sq. lse (F32
+ * [B, Hq, Sq], may be NULL) receives the natural log-sum-exp of the scaled
+ * scores; a query row that sees no key gets out = 0 and lse = -inf. */
+typedef struct gllmk_attention_args {
+  const gllmk_tensor *out, *q, *k, *v, *kv_lens, *lse;
+  float scale;
+  int32_t causal;
+} gllmk_attention_args;
+
+/* Writes k, v [T, Hkv, D] into k_cache, v_cache [blocks, block_size, Hkv, D]
+ * at slots [T] (I32, slot = block * block_size + offset). A negative slot is
+ * skipped (padding); a slot >= blocks * block_size is skipped and the next
+ * gllmk_synchronize returns GLLMK_ERR_OUT_OF_RANGE. */
+typedef struct gllmk_kv_append_args {
+  const gllmk_tensor *k_cache, *v_cache, *k, *v, *slots;
+} gllmk_kv_append_args;
+
+/* Attention over a paged cache for B sequences at once. q and out [T, Hq, D]
+ * hold the new tokens of every sequence back to back: sequence b owns rows
+ * q_starts[b] .. q_starts[b+1]-1 (q_starts I32 [B+1], q_starts[0] = 0,
+ * q_starts[B] = T). seq_lens (I32 [B]) is each sequence's total length,
+ * new tokens included, already in the cache; block_table (I32 [B, max_blocks])
+ * maps a sequence's logical block to a cache block. Query i of a sequence
+ * with q_len new tokens sits at position seq_len - q_len + i and attends to
+ * positions <= its own. Decode is q_len = 1; prefill is q_len = seq_len. */
+typedef struct gllmk_paged_attention_args {
+  const gllmk_tensor *out, *q, *k_cache, *v_cache, *block_table, *q_starts, *seq_lens;
+  float scale;
+} gllmk_paged_attention_args;
+
+/* out[r] = index of the largest logit of row r (lowest index on ties); out I32. */
+typedef struct gllmk_argmax_args {
+  const gllmk_tensor *out, *logits;
+} gllmk_argmax_args;
+
+/* One token per row of logits [rows, V] into out [rows] (I32). Logits are
+ * divided by temperature, then filtered: top_k (0 = off), top_p (1 = off),
+ * min_p (0 = off, relative to the most likely token); the token is drawn from
+ * what is left with a counter-based generator keyed by (seed, offset, row):
+ * the same inputs give the same tokens. temperature 0 or top_k 1 = argmax. */
+typedef struct gllmk_sample_args {
+  const gllmk_tensor *out, *logits;
+  float temperature, top_p, min_p;
+  int32_t top_k;
+  uint64_t seed;
+  uint64_t offset; /* e.g. the decode step, so successive calls differ */
+} gllmk_sample_args;
+
+#define GLLMK_OP(name) \
+  GLLMK_API gllmk_status gllmk_##name(gllmk_context *context, const gllmk_##name##_args *args);
+#include "gllmk_ops.def"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GLLMK_GLLMK_H_ */
