@@ -255,6 +255,10 @@ static void load_plugin(gllmk_discovery *d, uint32_t index, const gllmk_context_
   }
   slot->plugin = plugin;
   probe_devices(slot);
+  if (plugin->describe) {
+    plugin->describe(record->details, sizeof record->details);
+    record->details[sizeof record->details - 1] = '\0';
+  }
 }
 
 /* Whether a context with these options may run on this slot; if not, why. */

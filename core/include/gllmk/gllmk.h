@@ -159,6 +159,7 @@ typedef struct gllmk_plugin_record {
   uint32_t state;       /* gllmk_plugin_state */
   uint32_t device_count;
   char reason[512];     /* why rejected / no device / not selected */
+  char details[1024];   /* the plugin's own description (kernel targets, caveats) */
 } gllmk_plugin_record;
 
 typedef struct gllmk_discovery gllmk_discovery;
