@@ -123,10 +123,13 @@ tools: $(TOOLS:%=$(B)/bin/%)
 
 # ------------------------------------------------------------ main job
 
-run: deps-build all
+# Dependencies first, then a sub-make, so `make -j run` cannot race them.
+run:
+	@sh tools/ensure-deps.sh build
+	@$(MAKE) --no-print-directory all
 	$(B)/bin/gllmk-info
 	$(B)/bin/gllmk-demo
-	@if [ -x $(B)/bin/gllmk-bench ]; then $(B)/bin/gllmk-bench --quick; fi
+	$(B)/bin/gllmk-bench --quick
 
 # Installs missing build/test packages when run as root (Debian 12),
 # otherwise names them and stops.
