@@ -1,0 +1,60 @@
+# plugins/hsa/tests.mk - tests of the hsa plugin, for tests/tests.mk to
+# include. No AMD GPU is needed:
+#
+#   HSA_TEST_BIN      tests/hsa_codeobj.c: parses every embedded code object
+#                     (ELF, AMDGPU metadata note) and checks each kernel the
+#                     host dispatches against the host's argument layout.
+#   HSA_POCL_PLUGIN   gllmk-hsa-pocl.so, TEST ONLY, alone in HSA_POCL_DIR: the
+#                     same kernels and op code run through OpenCL on PoCL, for
+#                     the conformance suite (plugin_dir = HSA_POCL_DIR,
+#                     backend "hsa-pocl"). Never installed.
+#   check-hsa         runs the code-object test, then the conformance suite
+#                     on hsa-pocl (tests/conformance.c with --plugin-dir).
+
+HSA_TEST_BIN    := $(B)/tests/hsa_codeobj
+HSA_POCL_DIR    := $(B)/tests/hsa-pocl
+HSA_POCL_PLUGIN := $(HSA_POCL_DIR)/gllmk-hsa-pocl.so
+
+# The code-object test links the plugin's own embedded blobs and tables
+# (and tests/testlib.c, for the common command line and Check runner).
+HSA_TEST_OBJS := $(B)/obj/tests/hsa_codeobj.o $(B)/obj/tests/testlib.o \
+                 $(B)/obj/plugins/hsa/hsa_blobs.o $(B)/obj/plugins/hsa/hsa_code_objects.o \
+                 $(B)/obj/plugins/hsa/gk_kernels.o
+
+$(B)/obj/tests/hsa_codeobj.o: ALL_CFLAGS += -Iplugins/hsa
+$(B)/obj/tests/hsa_codeobj.o: | deps-check
+
+$(HSA_TEST_BIN): $(HSA_TEST_OBJS) $(B)/lib/libgllmk.so
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -Wl,-rpath,$(abspath $(B)/lib) -o $@ $(HSA_TEST_OBJS) \
+	  -L$(B)/lib -lgllmk $(CHECK_LIBS) -lm
+
+# PoCL builds the kernels from source: gk_all.cl with its includes resolved
+# by the C preprocessor (-undef: no host macros; GK_OPENCL_SOURCE selects the
+# OpenCL C types of gk_params.h), embedded by pocl/pocl_source.S.
+HSA_POCL_SOURCE := $(B)/obj/plugins/hsa/pocl/gk_pocl.cl
+HSA_POCL_OBJS   := $(B)/obj/plugins/hsa/pocl/pocl_plugin.o $(B)/obj/plugins/hsa/pocl/pocl_source.o \
+                   $(B)/obj/plugins/hsa/hsa_ops.o $(B)/obj/plugins/hsa/gk_kernels.o
+
+$(HSA_POCL_SOURCE): $(HSA_KERNEL_SOURCES)
+	@mkdir -p $(dir $@)
+	$(CC) -E -P -undef -nostdinc -x c -DGK_OPENCL_SOURCE -Iplugins/hsa/kernels \
+	  plugins/hsa/kernels/gk_all.cl -o $@
+
+$(B)/obj/plugins/hsa/pocl/pocl_source.o: plugins/hsa/pocl/pocl_source.S $(HSA_POCL_SOURCE)
+	@mkdir -p $(dir $@)
+	$(CC) -c -Wa,-I,$(dir $(HSA_POCL_SOURCE)) $(SAN_FLAGS) -o $@ $<
+
+$(B)/obj/plugins/hsa/pocl/pocl_plugin.o: | deps-check
+
+$(HSA_POCL_PLUGIN): $(HSA_POCL_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(ALL_LDFLAGS) -o $@ $(HSA_POCL_OBJS) -l:libOpenCL.so.1 -lm
+
+# The conformance suite on the PoCL plugin only (HSA_TEST_ARGS: e.g. --quick).
+HSA_POCL_CONFORMANCE = $(B)/tests/conformance --plugin-dir $(HSA_POCL_DIR) --backend hsa-pocl
+
+.PHONY: check-hsa
+check-hsa: $(HSA_TEST_BIN) $(HSA_POCL_PLUGIN) $(B)/tests/conformance all
+	$(HSA_TEST_BIN) $(HSA_TEST_ARGS)
+	$(HSA_POCL_CONFORMANCE) $(HSA_TEST_ARGS)

@@ -1,0 +1,75 @@
+/*
+ * bench_cases.c - the rows gllmk-bench runs, in table order.
+ *
+ * Shapes are Llama-3-8B's: hidden 4096, intermediate 14336, 32 query and 8
+ * kv heads of 128, vocab 128256. Row-wise ops run a prefill of at least
+ * 4096 tokens, grown until each streamed tensor exceeds the cache (bench.h).
+ * Columns: label, op, dtype, dtype2 (copy's destination), m, n, k, quick.
+ */
+#include "bench.h"
+
+#define F32 GLLMK_F32
+#define BF16 GLLMK_BF16
+#define F16 GLLMK_F16
+#define TOKENS 4096 /* minimum rows of a prefill */
+#define HIDDEN MODEL_HIDDEN
+#define INTER MODEL_INTERMEDIATE
+#define VOCAB MODEL_VOCAB
+
+const bench_case bench_cases[] = {
+    {"copy", &op_copy, F32, F32, TOKENS, HIDDEN, 0, 1},
+    {"cast", &op_copy, F32, BF16, TOKENS, HIDDEN, 0, 0},
+    {"cast", &op_copy, F32, F16, TOKENS, HIDDEN, 0, 0},
+    {"copy", &op_copy, BF16, BF16, TOKENS, HIDDEN, 0, 0},
+    {"add", &op_add, F32, F32, TOKENS, HIDDEN, 0, 0},
+    {"add", &op_add, BF16, BF16, TOKENS, HIDDEN, 0, 1},
+    {"mul_add", &op_mul_add, F32, F32, TOKENS, HIDDEN, 0, 0},
+    {"mul_add", &op_mul_add, BF16, BF16, TOKENS, HIDDEN, 0, 0},
+    {"rmsnorm", &op_rmsnorm, F32, F32, TOKENS, HIDDEN, 0, 0},
+    {"rmsnorm", &op_rmsnorm, BF16, BF16, TOKENS, HIDDEN, 0, 1},
+    {"add_rmsnorm", &op_add_rmsnorm, F32, F32, TOKENS, HIDDEN, 0, 0},
+    {"add_rmsnorm", &op_add_rmsnorm, BF16, BF16, TOKENS, HIDDEN, 0, 0},
+    {"layernorm", &op_layernorm, F32, F32, TOKENS, HIDDEN, 0, 0},
+    {"layernorm", &op_layernorm, BF16, BF16, TOKENS, HIDDEN, 0, 0},
+    /* One logits row per sequence: 131 (f32) or 262 (bf16) rows of the vocab. */
+    {"softmax", &op_softmax, F32, F32, 1, VOCAB, 0, 1},
+    {"softmax", &op_softmax, BF16, BF16, 1, VOCAB, 0, 0},
+    {"silu", &op_silu, F32, F32, TOKENS, INTER, 0, 0},
+    {"silu", &op_silu, BF16, BF16, TOKENS, INTER, 0, 0},
+    {"gelu", &op_gelu, F32, F32, TOKENS, INTER, 0, 0},
+    {"gelu", &op_gelu, BF16, BF16, TOKENS, INTER, 0, 0},
+    {"add_gelu", &op_add_gelu, F32, F32, TOKENS, INTER, 0, 0},
+    {"add_gelu", &op_add_gelu, BF16, BF16, TOKENS, INTER, 0, 0},
+    {"swiglu", &op_swiglu, F32, F32, TOKENS, INTER, 0, 0},
+    {"swiglu", &op_swiglu, BF16, BF16, TOKENS, INTER, 0, 1},
+    {"rope", &op_rope, F32, F32, TOKENS, 0, 0, 0},
+    {"rope", &op_rope, BF16, BF16, TOKENS, 0, 0, 1},
+    {"embedding", &op_embedding, F32, F32, TOKENS, HIDDEN, VOCAB, 0},
+    {"embedding", &op_embedding, BF16, BF16, TOKENS, HIDDEN, VOCAB, 0},
+    {"kv_append", &op_kv_append, F32, F32, TOKENS, 0, 0, 0},
+    {"kv_append", &op_kv_append, BF16, BF16, TOKENS, 0, 0, 0},
+    {"matmul", &op_matmul, F32, F32, 1024, 1024, 1024, 1},
+    {"matmul", &op_matmul, F32, F32, 2048, 2048, 2048, 0},
+    {"matmul", &op_matmul, BF16, BF16, 1024, 1024, 1024, 0},
+    {"matmul", &op_matmul, BF16, BF16, 2048, 2048, 2048, 0},
+    /* Decode: one token through the gate/up projection, weight streamed once. */
+    {"gemv", &op_matmul, F32, F32, 1, INTER, HIDDEN, 1},
+    {"gemv", &op_matmul, BF16, BF16, 1, INTER, HIDDEN, 1},
+    {"matmul/prefill", &op_matmul, F32, F32, 512, INTER, HIDDEN, 0},
+    {"matmul/prefill", &op_matmul, BF16, BF16, 512, INTER, HIDDEN, 0},
+    {"matmul/prefill", &op_matmul, F32, F32, 4096, INTER, HIDDEN, 0},
+    {"matmul/prefill", &op_matmul, BF16, BF16, 4096, INTER, HIDDEN, 0},
+    {"attention/prefill", &op_attention, BF16, BF16, 512, 0, 0, 1},
+    {"attention/prefill", &op_attention, F32, F32, 512, 0, 0, 0},
+    {"attention/prefill", &op_attention, BF16, BF16, 4096, 0, 0, 0},
+    {"paged_attn/decode", &op_paged_attention, BF16, BF16, 16, 4096, 0, 1},
+    {"paged_attn/decode", &op_paged_attention, F32, F32, 16, 4096, 0, 0},
+    {"paged_attn/decode", &op_paged_attention, BF16, BF16, 64, 1024, 0, 0},
+    {"argmax", &op_argmax, F32, F32, 1, VOCAB, 0, 1},
+    {"argmax", &op_argmax, F32, F32, 128, VOCAB, 0, 0},
+    {"argmax", &op_argmax, BF16, BF16, 128, VOCAB, 0, 0},
+    {"sample", &op_sample, F32, F32, 1, VOCAB, 0, 1},
+    {"sample", &op_sample, F32, F32, 128, VOCAB, 0, 0},
+};
+
+const int bench_case_count = (int)(sizeof bench_cases / sizeof bench_cases[0]);
