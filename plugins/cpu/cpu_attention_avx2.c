@@ -1,0 +1,193 @@
+/*
+ * cpu_attention_avx2.c - attention pieces with AVX2 + FMA (only called when
+ * cpu_has says the CPU has them): the softmax step and the unpacked
+ * products used for a few query rows.
+ */
+#include <immintrin.h>
+#include <math.h>
+
+#include "cpu_gemm.h"
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+/* Small loops over vector registers carry "#pragma GCC unroll": fully
+ * unrolled, their arrays of vectors live in registers (-O2 alone leaves them
+ * in memory). */
+
+static ALWAYS_INLINE float sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* exp(x) for x <= 0 (larger x works up to ~88), about 1 ulp: x = n ln2 + r,
+ * exp(r) by a degree-6 polynomial (Cephes' coefficients), 2^n through the
+ * exponent bits. Below -87 the result is tiny but not 0; NaN stays NaN. */
+static ALWAYS_INLINE __m256 exp8(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x); /* keeps a NaN x (second operand) */
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+/* The largest of row[0..n), n >= 1. */
+static float row_max(const float *row, int64_t n) {
+  float best = row[0];
+  int64_t j = 0;
+  if (n >= 8) {
+    __m256 m = _mm256_loadu_ps(row);
+    for (j = 8; j + 8 <= n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(row + j));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    best = _mm_cvtss_f32(h);
+  }
+  for (; j < n; j++)
+    if (row[j] > best) best = row[j];
+  return best;
+}
+
+void cpu_softmax_step_avx2(float *row, int64_t visible, int64_t width, float *max, float *sum,
+                           float *o, int64_t d) {
+  float block_max = row_max(row, visible);
+  if (block_max > *max) {
+    __m256 rescale = _mm256_set1_ps(expf(*max - block_max)); /* 0 on the first block */
+    *sum *= _mm256_cvtss_f32(rescale);
+    for (int64_t i = 0; i < d; i += 8)
+      _mm256_storeu_ps(o + i, _mm256_mul_ps(rescale, _mm256_loadu_ps(o + i)));
+    *max = block_max;
+  }
+  const __m256 shift = _mm256_set1_ps(*max);
+  __m256 total = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= visible; j += 8) {
+    __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), shift));
+    _mm256_storeu_ps(row + j, e);
+    total = _mm256_add_ps(total, e);
+  }
+  float added = sum8(total);
+  for (; j < visible; j++) {
+    row[j] = expf(row[j] - *max);
+    added += row[j];
+  }
+  *sum += added;
+  for (; j < width; j++) row[j] = 0.0f;
+}
+
+/* ---------------------------------------------------- unpacked products */
+
+/* The four sums of a0..a3's lanes, in order. */
+static ALWAYS_INLINE __m128 sum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* Scores of `rows` (1 or 2) query rows against 4 keys, into `s` (row stride lds). */
+static ALWAYS_INLINE void scores_block(int rows, int64_t d, const float *q, int64_t ldq,
+                                       const float *const *k, __m128 scale, float *s, int64_t lds) {
+  __m256 acc[2][4];
+#pragma GCC unroll 2
+  for (int r = 0; r < rows; r++)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) acc[r][j] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < d; i += 8) {
+    __m256 kv[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) kv[j] = _mm256_loadu_ps(k[j] + i);
+#pragma GCC unroll 2
+    for (int r = 0; r < rows; r++) {
+      __m256 qv = _mm256_loadu_ps(q + r * ldq + i);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++) acc[r][j] = _mm256_fmadd_ps(qv, kv[j], acc[r][j]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int r = 0; r < rows; r++)
+    _mm_storeu_ps(s + r * lds,
+                  _mm_mul_ps(scale, sum4x8(acc[r][0], acc[r][1], acc[r][2], acc[r][3])));
+}
+
+/* Keys go in fours; a last partial four repeats its final key, so that every
+ * score is summed the same way whatever the key count. */
+static void scores_direct(int64_t rows, int64_t keys, int64_t d, const float *q, int64_t ldq,
+                          const float *const *k_rows, float scale, float *s, int64_t lds) {
+  const __m128 scale4 = _mm_set1_ps(scale);
+  for (int64_t j = 0; j < keys; j += 4) {
+    const float *k[4];
+    for (int64_t t = 0; t < 4; t++) k[t] = k_rows[j + t < keys ? j + t : keys - 1];
+    int64_t valid = keys - j < 4 ? keys - j : 4;
+    for (int64_t r = 0; r < rows; r += 2) {
+      float block[2 * 4];
+      if (rows - r >= 2)
+        scores_block(2, d, q + r * ldq, ldq, k, scale4, block, 4);
+      else
+        scores_block(1, d, q + r * ldq, ldq, k, scale4, block, 4);
+      for (int64_t rr = r; rr < rows && rr < r + 2; rr++)
+        for (int64_t t = 0; t < valid; t++) s[rr * lds + j + t] = block[(rr - r) * 4 + t];
+    }
+  }
+}
+
+/* o rows r0, r0+1 (`rows` of them, 1 or 2), elements [i, i + 32): += P V. */
+static ALWAYS_INLINE void accumulate_block(int rows, int64_t keys, int64_t i, const float *p,
+                                           int64_t ldp, const float *const *v_rows, float *o,
+                                           int64_t ldo) {
+  __m256 acc[2][4];
+#pragma GCC unroll 2
+  for (int r = 0; r < rows; r++)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) acc[r][c] = _mm256_loadu_ps(o + r * ldo + i + 8 * c);
+  for (int64_t j = 0; j < keys; j++) {
+    __m256 v[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) v[c] = _mm256_loadu_ps(v_rows[j] + i + 8 * c);
+#pragma GCC unroll 2
+    for (int r = 0; r < rows; r++) {
+      __m256 pj = _mm256_broadcast_ss(p + r * ldp + j);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; c++) acc[r][c] = _mm256_fmadd_ps(pj, v[c], acc[r][c]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int r = 0; r < rows; r++)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) _mm256_storeu_ps(o + r * ldo + i + 8 * c, acc[r][c]);
+}
+
+/* The same for 8 elements: the tail of a head dim that is not a multiple of 32. */
+static void accumulate_tail(int64_t keys, int64_t i, const float *p, const float *const *v_rows,
+                            float *o) {
+  __m256 acc = _mm256_loadu_ps(o + i);
+  for (int64_t j = 0; j < keys; j++)
+    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v_rows[j] + i), acc);
+  _mm256_storeu_ps(o + i, acc);
+}
+
+static void accumulate_direct(int64_t rows, int64_t keys, int64_t d, const float *p, int64_t ldp,
+                              const float *const *v_rows, float *o, int64_t ldo) {
+  for (int64_t r = 0; r < rows; r += 2) {
+    int64_t i = 0;
+    for (; i + 32 <= d; i += 32) {
+      if (rows - r >= 2)
+        accumulate_block(2, keys, i, p + r * ldp, ldp, v_rows, o + r * ldo, ldo);
+      else
+        accumulate_block(1, keys, i, p + r * ldp, ldp, v_rows, o + r * ldo, ldo);
+    }
+    for (; i < d; i += 8)
+      for (int64_t rr = r; rr < rows && rr < r + 2; rr++)
+        accumulate_tail(keys, i, p + rr * ldp, v_rows, o + rr * ldo);
+  }
+}
+
+const cpu_attention_direct cpu_attention_direct_avx2 = {scores_direct, accumulate_direct};

@@ -1,0 +1,102 @@
+/*
+ * cpu_gemm.h - internals shared by the cpu plugin's matmul and attention:
+ * a task runner with per-thread scratch memory and the per-instruction-set
+ * kernel tables (portable C, AVX2+FMA, AVX-512), chosen at run time.
+ */
+#ifndef GLLMK_CPU_GEMM_H_
+#define GLLMK_CPU_GEMM_H_
+
+#include "cpu_internal.h"
+
+/* ------------------------------------------------------------- task runner */
+
+/* Runs fn(ctx, task, scratch) for every task in [0, task_count) on the
+ * device's threads, handing out tasks one at a time (so uneven tasks balance).
+ * Each thread gets its own `scratch_bytes` of 64-byte aligned scratch memory,
+ * reused across its tasks. Fails only when that memory cannot be allocated. */
+typedef void (*cpu_task_fn)(void *ctx, int64_t task, void *scratch);
+gllmk_status cpu_run_tasks(gllmk_plugin_device *device, int64_t task_count, size_t scratch_bytes,
+                           cpu_task_fn fn, void *ctx);
+
+/* Rounds n up to a multiple of m (m > 0). */
+static inline int64_t cpu_round_up(int64_t n, int64_t m) {
+  return (n + m - 1) / m * m;
+}
+
+/* ------------------------------------------------------------------- GEMM */
+
+/* What a micro-kernel does with its MR x NR tile of sums T:
+ * c[i][j] = alpha * T[i][j] + (read_c ? beta * c[i][j] : 0) + (bias ? bias[j] : 0).
+ * With read_c = 0, c is only written. */
+typedef struct cpu_gemm_epilogue {
+  float alpha, beta;
+  int read_c;
+  const float *bias;
+} cpu_gemm_epilogue;
+
+/* T = A_panel * B_panel over kc steps: a_panel holds MR floats per step (one
+ * per row of the tile), b_panel NR floats per step (one per column). Writes
+ * the full MR x NR tile at c (row stride ldc) through the epilogue. */
+typedef void (*cpu_gemm_micro_fn)(int64_t kc, const float *a_panel, const float *b_panel, float *c,
+                                  int64_t ldc, const cpu_gemm_epilogue *epilogue);
+
+/* Few-row products that stream b once (decode GEMV), m <= CPU_GEMV_MAX_ROWS.
+ * a: m F32 rows of k (row stride lda); b: dtype storage; out: m F32 rows
+ * (row stride ldo) of raw sums, no epilogue.
+ *  nk: out[i][n] = sum_k a[i][k] * b[n * ldb + k] for n < n_count
+ *  kn: out[i][n] = sum_k a[i][k] * b[k * ldb + n] for n < n_count */
+#define CPU_GEMV_MAX_ROWS 4
+typedef void (*cpu_gemv_fn)(int32_t dtype, int64_t m, int64_t k, const float *a, int64_t lda,
+                            const void *b, int64_t ldb, int64_t n_count, float *out, int64_t ldo);
+
+/* Packs `count` F32 rows transposed: dst[k * width + i] = rows[i][k] for
+ * k < kc, i < count <= width; zero for count <= i < width. */
+typedef void (*cpu_gemm_pack_fn)(const float *const *rows, int64_t count, int64_t kc, int64_t width,
+                                 float *dst);
+
+/* Packs rows as they are: dst[k * width + j] = rows[k][j] for k < count,
+ * j < cols <= width; zero for cols <= j < width. */
+typedef void (*cpu_gemm_pack_rows_fn)(const float *const *rows, int64_t count, int64_t cols,
+                                      int64_t width, float *dst);
+
+typedef struct cpu_gemm_isa {
+  int64_t mr, nr; /* micro-tile: rows of A x columns of B */
+  cpu_gemm_micro_fn micro;
+  cpu_gemm_pack_fn pack_transposed;
+  cpu_gemm_pack_rows_fn pack_rows;
+  cpu_gemv_fn gemv_nk, gemv_kn;
+} cpu_gemm_isa;
+
+extern const cpu_gemm_isa cpu_gemm_isa_generic;
+extern const cpu_gemm_isa cpu_gemm_isa_avx2;   /* cpu_matmul_avx2.c: AVX2 + FMA + F16C */
+extern const cpu_gemm_isa cpu_gemm_isa_avx512; /* cpu_matmul_avx512.c: AVX-512 F/BW/VL */
+
+/* Selects the best table for this CPU. */
+const cpu_gemm_isa *cpu_gemm_select(void);
+
+/* -------------------------------------------------------------- attention */
+
+/* One row's step of the online softmax over a block of `width` scores, of
+ * which the first `visible` (>= 1) count: row[0..visible) becomes
+ * exp(row - max) with the running max, row[visible..width) zero, and the
+ * exponentials add to *sum; when the block raises *max, *sum and o[0..d)
+ * (d a multiple of 8) are first scaled by exp(old max - new max). */
+typedef void (*cpu_softmax_step_fn)(float *row, int64_t visible, int64_t width, float *max,
+                                    float *sum, float *o, int64_t d);
+void cpu_softmax_step_avx2(float *row, int64_t visible, int64_t width, float *max, float *sum,
+                           float *o, int64_t d); /* cpu_attention_avx2.c */
+
+/* For a few query rows (decode), products straight from the key and value
+ * rows, without packing (d a multiple of 8):
+ *  scores:     s[r * lds + j] = scale * dot(q + r * ldq, k_rows[j]), r < rows, j < keys
+ *  accumulate: o[r * ldo ..][0..d) += sum_{j < keys} p[r * ldp + j] * v_rows[j][0..d)
+ * Each score is summed in the same order whatever `rows` and `keys` are. */
+typedef struct cpu_attention_direct {
+  void (*scores)(int64_t rows, int64_t keys, int64_t d, const float *q, int64_t ldq,
+                 const float *const *k_rows, float scale, float *s, int64_t lds);
+  void (*accumulate)(int64_t rows, int64_t keys, int64_t d, const float *p, int64_t ldp,
+                     const float *const *v_rows, float *o, int64_t ldo);
+} cpu_attention_direct;
+extern const cpu_attention_direct cpu_attention_direct_avx2; /* cpu_attention_avx2.c */
+
+#endif /* GLLMK_CPU_GEMM_H_ */

@@ -1,0 +1,502 @@
+/*
+ * cpu_matmul.c - matmul on the cpu: out = alpha * a op(b) + beta * out + bias.
+ *
+ * Two paths:
+ *  - GEMM (more than CPU_GEMV_MAX_ROWS rows): BLIS-style. The output is cut
+ *    into tiles (tasks); a task walks K in slices of GEMM_KC, packs the
+ *    slice of b it needs (GEMM_KC x its columns, stays in L2) into panels of
+ *    NR columns and, for each MR rows of a, packs that sliver (stays in L1)
+ *    and runs the micro-kernel against every b panel. Packing converts
+ *    F16/BF16 to F32, so the micro-kernels only see F32.
+ *  - GEMV (a few rows, decode): streams b once, reading its storage dtype
+ *    directly; it is bound by memory bandwidth.
+ * The micro-kernels and GEMV kernels come from an instruction-set table
+ * (portable C here, AVX2 and AVX-512 in their own files).
+ */
+#include <string.h>
+
+#include "cpu_gemm.h"
+
+enum {
+  GEMM_KC = 256,      /* depth of one packed slice */
+  GEMM_NC = 512,      /* columns of a task: the packed b slice is GEMM_KC x GEMM_NC */
+  GEMM_MC_MAX = 960,  /* rows of a task at most (each task repacks its b slice) */
+  GEMV_NK_ROWS = 64,  /* b rows per GEMV task (b as [N, K]) */
+  GEMV_KN_COLS = 1024 /* b columns per GEMV task at most (b as [K, N]) */
+};
+
+/* ------------------------------------------------------ portable kernels */
+
+enum { GENERIC_MR = 4, GENERIC_NR = 16, GENERIC_CHUNK = 256 };
+
+/* c = epilogue(t) for a rows x cols block of sums t (row stride ldt). */
+static void store_tile(const float *t, int64_t ldt, int64_t rows, int64_t cols, float *c,
+                       int64_t ldc, const cpu_gemm_epilogue *ep) {
+  for (int64_t i = 0; i < rows; i++) {
+    for (int64_t j = 0; j < cols; j++) {
+      float x = ep->alpha * t[i * ldt + j];
+      if (ep->read_c) x += ep->beta * c[i * ldc + j];
+      if (ep->bias) x += ep->bias[j];
+      c[i * ldc + j] = x;
+    }
+  }
+}
+
+static void micro_generic(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                          const cpu_gemm_epilogue *ep) {
+  float t[GENERIC_MR][GENERIC_NR] = {{0}};
+  for (int64_t k = 0; k < kc; k++, a += GENERIC_MR, b += GENERIC_NR)
+    for (int i = 0; i < GENERIC_MR; i++)
+      for (int j = 0; j < GENERIC_NR; j++) t[i][j] += a[i] * b[j];
+  store_tile(&t[0][0], GENERIC_NR, GENERIC_MR, GENERIC_NR, c, ldc, ep);
+}
+
+static void gemv_nk_generic(int32_t dtype, int64_t m, int64_t k, const float *a, int64_t lda,
+                            const void *b, int64_t ldb, int64_t n_count, float *out, int64_t ldo) {
+  size_t esize = gllmk_plugin_dtype_size(dtype);
+  float chunk[GENERIC_CHUNK];
+  for (int64_t n = 0; n < n_count; n++) {
+    float sums[CPU_GEMV_MAX_ROWS] = {0};
+    const char *row = (const char *)b + (size_t)(n * ldb) * esize;
+    for (int64_t k0 = 0; k0 < k; k0 += GENERIC_CHUNK) {
+      int64_t len = k - k0 < GENERIC_CHUNK ? k - k0 : GENERIC_CHUNK;
+      cpu_load_f32(dtype, row + (size_t)k0 * esize, chunk, len);
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < len; j++) sums[i] += a[i * lda + k0 + j] * chunk[j];
+    }
+    for (int64_t i = 0; i < m; i++) out[i * ldo + n] = sums[i];
+  }
+}
+
+static void gemv_kn_generic(int32_t dtype, int64_t m, int64_t k, const float *a, int64_t lda,
+                            const void *b, int64_t ldb, int64_t n_count, float *out, int64_t ldo) {
+  size_t esize = gllmk_plugin_dtype_size(dtype);
+  float chunk[GENERIC_CHUNK];
+  for (int64_t i = 0; i < m; i++) memset(out + i * ldo, 0, (size_t)n_count * sizeof(float));
+  for (int64_t kk = 0; kk < k; kk++) {
+    const char *row = (const char *)b + (size_t)(kk * ldb) * esize;
+    for (int64_t n0 = 0; n0 < n_count; n0 += GENERIC_CHUNK) {
+      int64_t len = n_count - n0 < GENERIC_CHUNK ? n_count - n0 : GENERIC_CHUNK;
+      cpu_load_f32(dtype, row + (size_t)n0 * esize, chunk, len);
+      for (int64_t i = 0; i < m; i++) {
+        float ai = a[i * lda + kk];
+        for (int64_t j = 0; j < len; j++) out[i * ldo + n0 + j] += ai * chunk[j];
+      }
+    }
+  }
+}
+
+static void pack_transposed_generic(const float *const *rows, int64_t count, int64_t kc,
+                                    int64_t width, float *dst) {
+  for (int64_t k = 0; k < kc; k++) {
+    float *d = dst + k * width;
+    for (int64_t i = 0; i < count; i++) d[i] = rows[i][k];
+    for (int64_t i = count; i < width; i++) d[i] = 0.0f;
+  }
+}
+
+static void pack_rows_generic(const float *const *rows, int64_t count, int64_t cols, int64_t width,
+                              float *dst) {
+  for (int64_t k = 0; k < count; k++) {
+    memcpy(dst + k * width, rows[k], (size_t)cols * sizeof(float));
+    memset(dst + k * width + cols, 0, (size_t)(width - cols) * sizeof(float));
+  }
+}
+
+const cpu_gemm_isa cpu_gemm_isa_generic = {
+    GENERIC_MR,        GENERIC_NR,      micro_generic,   pack_transposed_generic,
+    pack_rows_generic, gemv_nk_generic, gemv_kn_generic,
+};
+
+const cpu_gemm_isa *cpu_gemm_select(void) {
+  if (cpu_has.avx512f && cpu_has.avx512bw && cpu_has.avx512vl && cpu_has.avx2 && cpu_has.fma &&
+      cpu_has.f16c)
+    return &cpu_gemm_isa_avx512;
+  if (cpu_has.avx2 && cpu_has.fma && cpu_has.f16c) return &cpu_gemm_isa_avx2;
+  return &cpu_gemm_isa_generic;
+}
+
+/* ------------------------------------------------------------ the problem */
+
+/* One matmul call, reduced to `batch_count` GEMMs of m x n x k. */
+typedef struct matmul_job {
+  const cpu_gemm_isa *isa;
+  int32_t dtype;
+  size_t esize;
+  int b_kn; /* b is [K, N] */
+  int64_t m, n, k;
+  int64_t lda, ldb, ldo; /* row strides, elements */
+  const char *a, *b, *bias;
+  char *out;
+  float alpha, beta;
+  /* Batches: the leading dims of a, walked with each tensor's strides (b's
+   * strides are all 0 when b is shared). */
+  int64_t batch_count;
+  int batch_dims;
+  int64_t batch_shape[GLLMK_MAX_DIMS];
+  int64_t a_batch_strides[GLLMK_MAX_DIMS], b_batch_strides[GLLMK_MAX_DIMS],
+      out_batch_strides[GLLMK_MAX_DIMS];
+  /* Task grid of one batch: m_tiles x n_tiles tiles of m_block x n_block. */
+  int64_t m_block, n_block, m_tiles, n_tiles;
+} matmul_job;
+
+/* Whether the dims before the last flatten into rows with one stride (a
+ * column slice of a wider matrix does; a transposed batch does not). */
+static int rows_flatten(const gllmk_tensor *t, int64_t *row_stride) {
+  int64_t stride = t->shape[t->ndim - 1], rows = 1;
+  for (int32_t i = t->ndim - 2; i >= 0; i--) {
+    if (t->shape[i] == 1) continue;
+    if (rows == 1)
+      stride = t->strides[i];
+    else if (t->strides[i] != stride * rows)
+      return 0;
+    rows *= t->shape[i];
+  }
+  *row_stride = stride;
+  return 1;
+}
+
+static void describe_job(const gllmk_matmul_args *args, matmul_job *job) {
+  const gllmk_tensor *a = args->a, *b = args->b, *out = args->out;
+  memset(job, 0, sizeof *job);
+  job->isa = cpu_gemm_select();
+  job->dtype = a->dtype;
+  job->esize = gllmk_plugin_dtype_size(a->dtype);
+  job->b_kn = args->b_layout == GLLMK_B_KN;
+  job->m = a->shape[a->ndim - 2];
+  job->k = a->shape[a->ndim - 1];
+  job->n = job->b_kn ? b->shape[b->ndim - 1] : b->shape[b->ndim - 2];
+  job->lda = a->strides[a->ndim - 2];
+  job->ldb = b->strides[b->ndim - 2];
+  job->ldo = out->strides[out->ndim - 2];
+  job->a = cpu_tensor_data(a);
+  job->b = cpu_tensor_data(b);
+  job->out = cpu_tensor_data(out);
+  job->bias = args->bias ? cpu_tensor_data(args->bias) : NULL;
+  job->alpha = args->alpha;
+  job->beta = args->beta;
+
+  int64_t lda, ldo;
+  if (b->ndim == 2 && rows_flatten(a, &lda) && rows_flatten(out, &ldo)) {
+    /* A shared b: every row of every batch is one tall GEMM. */
+    for (int32_t i = 0; i < a->ndim - 2; i++) job->m *= a->shape[i];
+    job->lda = lda;
+    job->ldo = ldo;
+    job->batch_count = 1;
+    return;
+  }
+  job->batch_dims = a->ndim - 2;
+  job->batch_count = 1;
+  for (int i = 0; i < job->batch_dims; i++) {
+    job->batch_shape[i] = a->shape[i];
+    job->batch_count *= a->shape[i];
+    job->a_batch_strides[i] = a->strides[i];
+    job->out_batch_strides[i] = out->strides[i];
+    job->b_batch_strides[i] = b->ndim == 2 ? 0 : b->strides[i];
+  }
+}
+
+typedef struct batch_view {
+  const char *a, *b;
+  char *out;
+} batch_view;
+
+static batch_view batch_at(const matmul_job *job, int64_t batch) {
+  int64_t a_off = 0, b_off = 0, out_off = 0;
+  for (int d = job->batch_dims - 1; d >= 0; d--) {
+    int64_t i = batch % job->batch_shape[d];
+    batch /= job->batch_shape[d];
+    a_off += i * job->a_batch_strides[d];
+    b_off += i * job->b_batch_strides[d];
+    out_off += i * job->out_batch_strides[d];
+  }
+  batch_view view = {job->a + (size_t)a_off * job->esize, job->b + (size_t)b_off * job->esize,
+                     job->out + (size_t)out_off * job->esize};
+  return view;
+}
+
+/* The bias of columns [n0, n0 + count) as F32 (converted into `buffer` when
+ * stored narrower), or NULL without bias. */
+static const float *bias_f32(const matmul_job *job, int64_t n0, int64_t count, float *buffer) {
+  if (!job->bias) return NULL;
+  const char *src = job->bias + (size_t)n0 * job->esize;
+  if (job->dtype == GLLMK_F32) return (const float *)(const void *)src;
+  cpu_load_f32(job->dtype, src, buffer, count);
+  return buffer;
+}
+
+/* dst[0..count) = alpha * v + beta * dst + bias in dst's dtype; dst is not
+ * read when beta = 0. Overwrites v; `old` is room for count floats. */
+static void finish_row(const matmul_job *job, float *v, void *dst, int64_t count, float alpha,
+                       const float *bias, float *old) {
+  const float *prev = NULL;
+  if (job->beta != 0.0f) {
+    if (job->dtype == GLLMK_F32) {
+      prev = dst;
+    } else {
+      cpu_load_f32(job->dtype, dst, old, count);
+      prev = old;
+    }
+  }
+  for (int64_t j = 0; j < count; j++) {
+    float x = alpha * v[j];
+    if (prev) x += job->beta * prev[j];
+    if (bias) x += bias[j];
+    v[j] = x;
+  }
+  cpu_store_f32(job->dtype, v, dst, count);
+}
+
+/* ------------------------------------------------------------------- GEMM */
+
+/* The widest panel: rows handed to pack_transposed at once. */
+enum { PACK_MAX_ROWS = 32 };
+
+/* Packs `count` rows of a (or of b as [N, K]) transposed for the micro-kernel,
+ * converting F16/BF16 first into `converted` (room for width * kc floats). */
+static void pack_transposed(const cpu_gemm_isa *isa, int32_t dtype, const char *src, int64_t ld,
+                            int64_t count, int64_t kc, int64_t width, float *dst,
+                            float *converted) {
+  size_t esize = gllmk_plugin_dtype_size(dtype);
+  const float *rows[PACK_MAX_ROWS];
+  for (int64_t i = 0; i < count; i++) {
+    const char *row = src + (size_t)(i * ld) * esize;
+    if (dtype == GLLMK_F32) {
+      rows[i] = (const float *)(const void *)row;
+    } else {
+      cpu_load_f32(dtype, row, converted + i * kc, kc);
+      rows[i] = converted + i * kc;
+    }
+  }
+  isa->pack_transposed(rows, count, kc, width, dst);
+}
+
+/* Packs b[k0 .. k0+kc, n0 .. n0+count) of b as [K, N] into panels of `width`
+ * columns (zero past count): row by row, so that reads stay sequential.
+ * `row` is room for count floats (used to convert F16/BF16). */
+static void pack_b_kn(int32_t dtype, const char *src, int64_t ld, int64_t count, int64_t kc,
+                      int64_t width, float *dst, float *row) {
+  size_t esize = gllmk_plugin_dtype_size(dtype);
+  for (int64_t k = 0; k < kc; k++) {
+    const char *line = src + (size_t)(k * ld) * esize;
+    const float *f32 = (const float *)(const void *)line;
+    if (dtype != GLLMK_F32) {
+      cpu_load_f32(dtype, line, row, count);
+      f32 = row;
+    }
+    for (int64_t p = 0; p < count; p += width) {
+      int64_t cols = count - p < width ? count - p : width;
+      float *d = dst + p * kc + k * width;
+      memcpy(d, f32 + p, (size_t)cols * sizeof(float));
+      if (cols < width) memset(d + cols, 0, (size_t)(width - cols) * sizeof(float));
+    }
+  }
+}
+
+/* Scratch of one GEMM task, carved from the thread's scratch memory. */
+typedef struct gemm_scratch {
+  float *b_packed; /* GEMM_KC x n_block, in panels of NR columns */
+  float *a_packed; /* MR x GEMM_KC */
+  float *rows;     /* F16/BF16 converted for packing: max(MR, NR) x GEMM_KC or n_block */
+  float *edge;     /* MR x NR: a partial tile at the matrix border */
+  float *bias;     /* n_block */
+  float *old;      /* n_block */
+  float *c_tile;   /* m_block x n_block: F32 sums when out is F16/BF16 */
+} gemm_scratch;
+
+/* Bytes of scratch a GEMM task needs; with `base`, also where each part is. */
+static size_t gemm_scratch_layout(const matmul_job *job, char *base, gemm_scratch *s) {
+  int64_t mr = job->isa->mr, nr = job->isa->nr;
+  int64_t widest = (mr > nr ? mr : nr) * GEMM_KC;
+  if (widest < job->n_block) widest = job->n_block;
+  int64_t sizes[7] = {GEMM_KC * job->n_block,
+                      mr * GEMM_KC,
+                      widest,
+                      mr * nr,
+                      job->n_block,
+                      job->n_block,
+                      job->dtype == GLLMK_F32 ? 0 : job->m_block * job->n_block};
+  float **parts[7] = {&s->b_packed, &s->a_packed, &s->rows,  &s->edge,
+                      &s->bias,     &s->old,      &s->c_tile};
+  size_t offset = 0;
+  for (int i = 0; i < 7; i++) {
+    if (base) *parts[i] = (float *)(void *)(base + offset);
+    offset += (size_t)cpu_round_up(sizes[i], 16) * sizeof(float);
+  }
+  return offset;
+}
+
+/* Packs b[k0 .. k0+kc, n0 .. n0+count) into panels of nr columns. */
+static void pack_b_slice(const matmul_job *job, const char *b, int64_t k0, int64_t kc, int64_t n0,
+                         int64_t count, const gemm_scratch *s) {
+  int64_t nr = job->isa->nr;
+  if (job->b_kn) {
+    pack_b_kn(job->dtype, b + (size_t)(k0 * job->ldb + n0) * job->esize, job->ldb, count, kc, nr,
+              s->b_packed, s->rows);
+    return;
+  }
+  for (int64_t p = 0; p < count; p += nr) {
+    int64_t cols = count - p < nr ? count - p : nr;
+    pack_transposed(job->isa, job->dtype, b + (size_t)((n0 + p) * job->ldb + k0) * job->esize,
+                    job->ldb, cols, kc, nr, s->b_packed + p * kc, s->rows);
+  }
+}
+
+/* Computes out[m0..m1, n0..n1) of one batch. */
+static void gemm_tile(const matmul_job *job, const batch_view *view, int64_t m0, int64_t m1,
+                      int64_t n0, int64_t n1, const gemm_scratch *s) {
+  const cpu_gemm_isa *isa = job->isa;
+  const int64_t mr = isa->mr, nr = isa->nr;
+  const float *bias = bias_f32(job, n0, n1 - n0, s->bias);
+  /* F32 results go straight to out; narrower ones are summed in c_tile. */
+  const int direct = job->dtype == GLLMK_F32;
+  float *c_base = direct ? (float *)(void *)view->out + m0 * job->ldo + n0 : s->c_tile;
+  const int64_t ldc = direct ? job->ldo : job->n_block;
+  const cpu_gemm_epilogue plain = {1.0f, 0.0f, 0, NULL};
+
+  for (int64_t k0 = 0; k0 < job->k; k0 += GEMM_KC) {
+    int64_t kc = job->k - k0 < GEMM_KC ? job->k - k0 : GEMM_KC;
+    pack_b_slice(job, view->b, k0, kc, n0, n1 - n0, s);
+    /* The first slice applies beta and bias; later ones add to it. */
+    cpu_gemm_epilogue ep = {job->alpha, 1.0f, 1, NULL};
+    if (k0 == 0) {
+      ep.read_c = direct && job->beta != 0.0f;
+      ep.beta = job->beta;
+      ep.bias = direct ? bias : NULL;
+    }
+    for (int64_t i0 = m0; i0 < m1; i0 += mr) {
+      int64_t rows = m1 - i0 < mr ? m1 - i0 : mr;
+      pack_transposed(isa, job->dtype, view->a + (size_t)(i0 * job->lda + k0) * job->esize,
+                      job->lda, rows, kc, mr, s->a_packed, s->rows);
+      for (int64_t j0 = n0; j0 < n1; j0 += nr) {
+        int64_t cols = n1 - j0 < nr ? n1 - j0 : nr;
+        const float *panel = s->b_packed + (j0 - n0) * kc;
+        float *c = c_base + (i0 - m0) * ldc + (j0 - n0);
+        cpu_gemm_epilogue tile_ep = ep;
+        if (ep.bias) tile_ep.bias = ep.bias + (j0 - n0);
+        if (rows == mr && cols == nr) {
+          isa->micro(kc, s->a_packed, panel, c, ldc, &tile_ep);
+        } else {
+          isa->micro(kc, s->a_packed, panel, s->edge, nr, &plain);
+          store_tile(s->edge, nr, rows, cols, c, ldc, &tile_ep);
+        }
+      }
+    }
+  }
+  if (!direct) {
+    for (int64_t i = m0; i < m1; i++)
+      finish_row(job, s->c_tile + (i - m0) * job->n_block,
+                 view->out + (size_t)(i * job->ldo + n0) * job->esize, n1 - n0, 1.0f, bias, s->old);
+  }
+}
+
+static void gemm_task(void *ctx, int64_t task, void *scratch) {
+  const matmul_job *job = ctx;
+  int64_t tiles = job->m_tiles * job->n_tiles;
+  int64_t tile = task % tiles;
+  int64_t m0 = tile / job->n_tiles * job->m_block, n0 = tile % job->n_tiles * job->n_block;
+  int64_t m1 = m0 + job->m_block < job->m ? m0 + job->m_block : job->m;
+  int64_t n1 = n0 + job->n_block < job->n ? n0 + job->n_block : job->n;
+  batch_view view = batch_at(job, task / tiles);
+  gemm_scratch s;
+  gemm_scratch_layout(job, scratch, &s);
+  gemm_tile(job, &view, m0, m1, n0, n1, &s);
+}
+
+/* Chooses the task grid: tiles as large as the caches allow, but enough of
+ * them to keep every thread busy. */
+static void plan_gemm(matmul_job *job, int threads) {
+  job->n_block = cpu_round_up(job->n < GEMM_NC ? job->n : GEMM_NC, job->isa->nr);
+  job->n_tiles = (job->n + job->n_block - 1) / job->n_block;
+  int64_t m_tiles = (job->m + GEMM_MC_MAX - 1) / GEMM_MC_MAX;
+  int64_t wanted = 2 * (int64_t)threads; /* tasks, for balance */
+  int64_t tasks = job->batch_count * job->n_tiles * m_tiles;
+  if (tasks < wanted) {
+    int64_t max_m_tiles = (job->m + job->isa->mr - 1) / job->isa->mr;
+    m_tiles = (wanted + job->batch_count * job->n_tiles - 1) / (job->batch_count * job->n_tiles);
+    if (m_tiles > max_m_tiles) m_tiles = max_m_tiles;
+  }
+  job->m_block = cpu_round_up((job->m + m_tiles - 1) / m_tiles, job->isa->mr);
+  job->m_tiles = (job->m + job->m_block - 1) / job->m_block;
+}
+
+/* ------------------------------------------------------------------- GEMV */
+
+/* GEMV tasks: n_tiles chunks of n_block columns per batch (m_block unused). */
+static void plan_gemv(matmul_job *job, int threads) {
+  if (job->b_kn) {
+    /* Wide chunks keep reads of each b row long; at least two per thread. */
+    int64_t cols = cpu_round_up((job->n + 2 * threads - 1) / (2 * threads), 16);
+    job->n_block = cols > GEMV_KN_COLS ? GEMV_KN_COLS : cols < 64 ? 64 : cols;
+  } else {
+    job->n_block = GEMV_NK_ROWS;
+  }
+  if (job->n_block > job->n) job->n_block = job->n;
+  job->n_tiles = (job->n + job->n_block - 1) / job->n_block;
+}
+
+typedef struct gemv_scratch {
+  float *a;    /* m x k: a converted to F32 when it is F16/BF16 */
+  float *sums; /* m x n_block */
+  float *bias, *old;
+} gemv_scratch;
+
+/* Bytes of scratch a GEMV task needs; with `base`, also where each part is. */
+static size_t gemv_scratch_layout(const matmul_job *job, char *base, gemv_scratch *s) {
+  int64_t sizes[4] = {job->dtype == GLLMK_F32 ? 0 : job->m * job->k, job->m * job->n_block,
+                      job->n_block, job->n_block};
+  float **parts[4] = {&s->a, &s->sums, &s->bias, &s->old};
+  size_t offset = 0;
+  for (int i = 0; i < 4; i++) {
+    if (base) *parts[i] = (float *)(void *)(base + offset);
+    offset += (size_t)cpu_round_up(sizes[i], 16) * sizeof(float);
+  }
+  return offset;
+}
+
+static void gemv_task(void *ctx, int64_t task, void *scratch) {
+  const matmul_job *job = ctx;
+  batch_view view = batch_at(job, task / job->n_tiles);
+  int64_t n0 = task % job->n_tiles * job->n_block;
+  int64_t count = job->n - n0 < job->n_block ? job->n - n0 : job->n_block;
+  gemv_scratch s;
+  gemv_scratch_layout(job, scratch, &s);
+
+  const float *a = (const float *)(const void *)view.a;
+  int64_t lda = job->lda;
+  if (job->dtype != GLLMK_F32) {
+    for (int64_t i = 0; i < job->m; i++)
+      cpu_load_f32(job->dtype, view.a + (size_t)(i * job->lda) * job->esize, s.a + i * job->k,
+                   job->k);
+    a = s.a;
+    lda = job->k;
+  }
+  if (job->b_kn)
+    job->isa->gemv_kn(job->dtype, job->m, job->k, a, lda, view.b + (size_t)n0 * job->esize,
+                      job->ldb, count, s.sums, job->n_block);
+  else
+    job->isa->gemv_nk(job->dtype, job->m, job->k, a, lda,
+                      view.b + (size_t)(n0 * job->ldb) * job->esize, job->ldb, count, s.sums,
+                      job->n_block);
+
+  const float *bias = bias_f32(job, n0, count, s.bias);
+  for (int64_t i = 0; i < job->m; i++)
+    finish_row(job, s.sums + i * job->n_block, view.out + (size_t)(i * job->ldo + n0) * job->esize,
+               count, job->alpha, bias, s.old);
+}
+
+gllmk_status cpu_matmul(gllmk_plugin_device *device, const gllmk_matmul_args *args) {
+  matmul_job job;
+  describe_job(args, &job);
+  int threads = device->num_threads > 0 ? device->num_threads : 1;
+  if (job.m <= CPU_GEMV_MAX_ROWS) {
+    plan_gemv(&job, threads);
+    gemv_scratch sizing;
+    return cpu_run_tasks(device, job.batch_count * job.n_tiles,
+                         gemv_scratch_layout(&job, NULL, &sizing), gemv_task, &job);
+  }
+  plan_gemm(&job, threads);
+  gemm_scratch sizing;
+  return cpu_run_tasks(device, job.batch_count * job.m_tiles * job.n_tiles,
+                       gemm_scratch_layout(&job, NULL, &sizing), gemm_task, &job);
+}

@@ -1,0 +1,262 @@
+/*
+ * cpu_matmul_avx2.c - AVX2 + FMA + F16C matmul kernels (only called when
+ * cpu_has says the CPU has them).
+ *
+ * Micro-kernel: a 6 x 16 tile of sums in 12 ymm registers. GEMV: reads b in
+ * its storage dtype and accumulates in F32, like the AVX-512 version.
+ */
+#include <immintrin.h>
+
+#include "cpu_gemm.h"
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+/* Small loops over vector registers carry "#pragma GCC unroll": fully
+ * unrolled, their arrays of vectors live in registers (-O2 alone leaves them
+ * in memory). */
+
+enum { MR = 6, NR = 16 };
+
+static void micro_6x16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                       const cpu_gemm_epilogue *ep) {
+  __m256 acc[MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; k++, a += MR, b += NR) {
+    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++) {
+      __m256 ai = _mm256_broadcast_ss(a + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+  const __m256 alpha = _mm256_set1_ps(ep->alpha), beta = _mm256_set1_ps(ep->beta);
+  const __m256 bias0 = ep->bias ? _mm256_loadu_ps(ep->bias) : _mm256_setzero_ps();
+  const __m256 bias1 = ep->bias ? _mm256_loadu_ps(ep->bias + 8) : _mm256_setzero_ps();
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; i++) {
+    float *row = c + i * ldc;
+    __m256 r0 = _mm256_fmadd_ps(alpha, acc[i][0], bias0);
+    __m256 r1 = _mm256_fmadd_ps(alpha, acc[i][1], bias1);
+    if (ep->read_c) {
+      r0 = _mm256_fmadd_ps(beta, _mm256_loadu_ps(row), r0);
+      r1 = _mm256_fmadd_ps(beta, _mm256_loadu_ps(row + 8), r1);
+    }
+    _mm256_storeu_ps(row, r0);
+    _mm256_storeu_ps(row + 8, r1);
+  }
+}
+
+/* ---------------------------------------------------------------- packing */
+
+/* Transposes the 8 x 8 block in r (r[i] = row i) in place. */
+static ALWAYS_INLINE void transpose8(__m256 r[8]) {
+  __m256 t[8], s[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < 8; g += 4) {
+    s[g] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+    s[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
+    s[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    s[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; j++) {
+    r[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
+    r[4 + j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
+  }
+}
+
+/* A mask vector enabling the first `count` (<= 8) lanes. */
+static ALWAYS_INLINE __m256i lane_mask(int64_t count) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)count),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+static void pack_transposed_avx2(const float *const *rows, int64_t count, int64_t kc, int64_t width,
+                                 float *dst) {
+  for (int64_t i0 = 0; i0 < width; i0 += 8) {
+    __m256i store_mask = lane_mask(width - i0 < 8 ? width - i0 : 8);
+    for (int64_t k0 = 0; k0 < kc; k0 += 8) {
+      int64_t ks = kc - k0 < 8 ? kc - k0 : 8;
+      __m256i load_mask = lane_mask(ks);
+      __m256 r[8];
+#pragma GCC unroll 8
+      for (int64_t i = 0; i < 8; i++)
+        r[i] =
+            i0 + i < count ? _mm256_maskload_ps(rows[i0 + i] + k0, load_mask) : _mm256_setzero_ps();
+      transpose8(r);
+      for (int64_t k = 0; k < ks; k++)
+        _mm256_maskstore_ps(dst + (k0 + k) * width + i0, store_mask, r[k]);
+    }
+  }
+}
+
+static void pack_rows_avx2(const float *const *rows, int64_t count, int64_t cols, int64_t width,
+                           float *dst) {
+  for (int64_t k = 0; k < count; k++)
+    for (int64_t j = 0; j < width; j += 8) {
+      __m256i mask = lane_mask(cols - j >= 8 ? 8 : cols > j ? cols - j : 0);
+      _mm256_storeu_ps(dst + k * width + j, _mm256_maskload_ps(rows[k] + j, mask));
+    }
+}
+
+/* ------------------------------------------------------------------- GEMV */
+
+/* 8 elements of b as F32. */
+static ALWAYS_INLINE __m256 load8(int32_t dtype, const void *p) {
+  if (dtype == GLLMK_F32) return _mm256_loadu_ps(p);
+  __m128i h = _mm_loadu_si128(p);
+  if (dtype == GLLMK_F16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Element i of b as F32. */
+static ALWAYS_INLINE float load1(int32_t dtype, const void *p, int64_t i) {
+  if (dtype == GLLMK_F32) return ((const float *)p)[i];
+  uint16_t h = ((const uint16_t *)p)[i];
+  return dtype == GLLMK_F16 ? cpu_f16_to_f32(h) : cpu_bf16_to_f32(h);
+}
+
+static ALWAYS_INLINE float sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* out[i * ldo + r] = dot(a row i, b row r) for i < m, r < rows. */
+static ALWAYS_INLINE void nk_rows(int32_t dtype, int m, int rows, int64_t k, const float *a,
+                                  int64_t lda, const char *b, size_t b_row_bytes, float *out,
+                                  int64_t ldo) {
+  const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
+  __m256 acc[CPU_GEMV_MAX_ROWS][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++) acc[i][r] = _mm256_setzero_ps();
+  int64_t kk = 0;
+  for (; kk + 8 <= k; kk += 8) {
+    __m256 bv[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++) bv[r] = load8(dtype, b + r * b_row_bytes + (size_t)kk * esize);
+#pragma GCC unroll 4
+    for (int i = 0; i < m; i++) {
+      __m256 av = _mm256_loadu_ps(a + i * lda + kk);
+#pragma GCC unroll 4
+      for (int r = 0; r < rows; r++) acc[i][r] = _mm256_fmadd_ps(av, bv[r], acc[i][r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < m; i++) {
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++) {
+      float s = sum8(acc[i][r]);
+      for (int64_t t = kk; t < k; t++) s += a[i * lda + t] * load1(dtype, b + r * b_row_bytes, t);
+      out[i * ldo + r] = s;
+    }
+  }
+}
+
+static ALWAYS_INLINE void nk_body(int32_t dtype, int m, int64_t k, const float *a, int64_t lda,
+                                  const void *b, int64_t ldb, int64_t n_count, float *out,
+                                  int64_t ldo) {
+  const size_t row_bytes = (size_t)ldb * (dtype == GLLMK_F32 ? 4 : 2);
+  const char *rows = b;
+  int64_t n = 0;
+  for (; n + 4 <= n_count; n += 4)
+    nk_rows(dtype, m, 4, k, a, lda, rows + (size_t)n * row_bytes, row_bytes, out + n, ldo);
+  for (; n < n_count; n++)
+    nk_rows(dtype, m, 1, k, a, lda, rows + (size_t)n * row_bytes, row_bytes, out + n, ldo);
+}
+
+/* out[i * ldo + n] += sum over `rows` rows of b of a[i][kk + r] * b[kk + r][n]. */
+static ALWAYS_INLINE void kn_rows(int32_t dtype, int m, int rows, int64_t kk, const float *a,
+                                  int64_t lda, const char *b, size_t b_row_bytes, int64_t n_count,
+                                  float *out, int64_t ldo) {
+  const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
+  __m256 av[CPU_GEMV_MAX_ROWS][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++) av[i][r] = _mm256_set1_ps(a[i * lda + kk + r]);
+  const char *b0 = b + (size_t)kk * b_row_bytes;
+  int64_t n = 0;
+  for (; n + 8 <= n_count; n += 8) {
+    __m256 bv[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++) bv[r] = load8(dtype, b0 + r * b_row_bytes + (size_t)n * esize);
+#pragma GCC unroll 4
+    for (int i = 0; i < m; i++) {
+      float *o = out + i * ldo + n;
+      __m256 acc = _mm256_loadu_ps(o);
+#pragma GCC unroll 4
+      for (int r = 0; r < rows; r++) acc = _mm256_fmadd_ps(av[i][r], bv[r], acc);
+      _mm256_storeu_ps(o, acc);
+    }
+  }
+  for (; n < n_count; n++)
+#pragma GCC unroll 4
+    for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+      for (int r = 0; r < rows; r++)
+        out[i * ldo + n] += a[i * lda + kk + r] * load1(dtype, b0 + r * b_row_bytes, n);
+}
+
+static ALWAYS_INLINE void kn_body(int32_t dtype, int m, int64_t k, const float *a, int64_t lda,
+                                  const void *b, int64_t ldb, int64_t n_count, float *out,
+                                  int64_t ldo) {
+  const size_t row_bytes = (size_t)ldb * (dtype == GLLMK_F32 ? 4 : 2);
+#pragma GCC unroll 4
+  for (int i = 0; i < m; i++)
+    for (int64_t n = 0; n < n_count; n++) out[i * ldo + n] = 0.0f;
+  int64_t kk = 0;
+  for (; kk + 4 <= k; kk += 4) kn_rows(dtype, m, 4, kk, a, lda, b, row_bytes, n_count, out, ldo);
+  for (; kk < k; kk++) kn_rows(dtype, m, 1, kk, a, lda, b, row_bytes, n_count, out, ldo);
+}
+
+/* Instantiates a body for each dtype and row count, so that the inner loops
+ * see both as constants. */
+#define GEMV_DISPATCH(name, body)                                                                 \
+  static ALWAYS_INLINE void name##_rows(int32_t dtype, int64_t m, int64_t k, const float *a,      \
+                                        int64_t lda, const void *b, int64_t ldb, int64_t n_count, \
+                                        float *out, int64_t ldo) {                                \
+    switch (m) {                                                                                  \
+      case 1:                                                                                     \
+        body(dtype, 1, k, a, lda, b, ldb, n_count, out, ldo);                                     \
+        break;                                                                                    \
+      case 2:                                                                                     \
+        body(dtype, 2, k, a, lda, b, ldb, n_count, out, ldo);                                     \
+        break;                                                                                    \
+      case 3:                                                                                     \
+        body(dtype, 3, k, a, lda, b, ldb, n_count, out, ldo);                                     \
+        break;                                                                                    \
+      default:                                                                                    \
+        body(dtype, 4, k, a, lda, b, ldb, n_count, out, ldo);                                     \
+        break;                                                                                    \
+    }                                                                                             \
+  }                                                                                               \
+  static void name(int32_t dtype, int64_t m, int64_t k, const float *a, int64_t lda,              \
+                   const void *b, int64_t ldb, int64_t n_count, float *out, int64_t ldo) {        \
+    switch (dtype) {                                                                              \
+      case GLLMK_F32:                                                                             \
+        name##_rows(GLLMK_F32, m, k, a, lda, b, ldb, n_count, out, ldo);                          \
+        break;                                                                                    \
+      case GLLMK_F16:                                                                             \
+        name##_rows(GLLMK_F16, m, k, a, lda, b, ldb, n_count, out, ldo);                          \
+        break;                                                                                    \
+      default:                                                                                    \
+        name##_rows(GLLMK_BF16, m, k, a, lda, b, ldb, n_count, out, ldo);                         \
+        break;                                                                                    \
+    }                                                                                             \
+  }
+
+GEMV_DISPATCH(gemv_nk_avx2, nk_body)
+GEMV_DISPATCH(gemv_kn_avx2, kn_body)
+
+const cpu_gemm_isa cpu_gemm_isa_avx2 = {
+    MR, NR, micro_6x16, pack_transposed_avx2, pack_rows_avx2, gemv_nk_avx2, gemv_kn_avx2,
+};

@@ -1,0 +1,256 @@
+/*
+ * cpu_matmul_avx512.c - AVX-512 matmul kernels (compiled with -mavx512f/bw/vl;
+ * only called when cpu_has says the CPU has them).
+ *
+ * Micro-kernel: a 12 x 32 tile of sums in 24 zmm registers; each step loads
+ * two vectors of packed b and broadcasts 12 values of packed a.
+ * GEMV: reads b in its storage dtype (BF16 widened by a shift, F16 by
+ * vcvtph2ps) and multiplies with F32 activations, accumulating in F32.
+ */
+#include <immintrin.h>
+
+#include "cpu_gemm.h"
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+/* Small loops over vector registers carry "#pragma GCC unroll": fully
+ * unrolled, their arrays of vectors live in registers (-O2 alone leaves them
+ * in memory). */
+
+enum { MR = 12, NR = 32 };
+
+/* The first `count` (<= 16) lanes. */
+static ALWAYS_INLINE __mmask16 tail_mask(int64_t count) {
+  return (__mmask16)((1u << count) - 1u);
+}
+
+static void micro_12x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                        const cpu_gemm_epilogue *ep) {
+  __m512 acc[MR][2];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; k++, a += MR, b += NR) {
+    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+      __m512 ai = _mm512_set1_ps(a[i]);
+      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+  const __m512 alpha = _mm512_set1_ps(ep->alpha), beta = _mm512_set1_ps(ep->beta);
+  const __m512 bias0 = ep->bias ? _mm512_loadu_ps(ep->bias) : _mm512_setzero_ps();
+  const __m512 bias1 = ep->bias ? _mm512_loadu_ps(ep->bias + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; i++) {
+    float *row = c + i * ldc;
+    __m512 r0 = _mm512_fmadd_ps(alpha, acc[i][0], bias0);
+    __m512 r1 = _mm512_fmadd_ps(alpha, acc[i][1], bias1);
+    if (ep->read_c) {
+      r0 = _mm512_fmadd_ps(beta, _mm512_loadu_ps(row), r0);
+      r1 = _mm512_fmadd_ps(beta, _mm512_loadu_ps(row + 16), r1);
+    }
+    _mm512_storeu_ps(row, r0);
+    _mm512_storeu_ps(row + 16, r1);
+  }
+}
+
+/* ---------------------------------------------------------------- packing */
+
+/* Transposes the 16 x 16 block in r (r[i] = row i) in place. */
+static ALWAYS_INLINE void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  /* Then r[4g + j], lane L: rows 4g..4g+3 of column 4L + j. */
+#pragma GCC unroll 4
+  for (int g = 0; g < 16; g += 4) {
+    __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
+    __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
+    r[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    r[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    r[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    r[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  /* Gather lane L of the four groups into column 4L + j. */
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; j++) {
+    __m512 a = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+    __m512 b = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+    __m512 c = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    __m512 d = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    t[j] = _mm512_shuffle_f32x4(a, c, 0x88);
+    t[4 + j] = _mm512_shuffle_f32x4(b, d, 0x88);
+    t[8 + j] = _mm512_shuffle_f32x4(a, c, 0xdd);
+    t[12 + j] = _mm512_shuffle_f32x4(b, d, 0xdd);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
+static void pack_transposed_avx512(const float *const *rows, int64_t count, int64_t kc,
+                                   int64_t width, float *dst) {
+  for (int64_t i0 = 0; i0 < width; i0 += 16) {
+    __mmask16 store_mask = width - i0 >= 16 ? (__mmask16)0xffff : tail_mask(width - i0);
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+      int64_t ks = kc - k0 < 16 ? kc - k0 : 16;
+      __mmask16 load_mask = tail_mask(ks);
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int64_t i = 0; i < 16; i++)
+        r[i] = i0 + i < count ? _mm512_maskz_loadu_ps(load_mask, rows[i0 + i] + k0)
+                              : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t k = 0; k < ks; k++)
+        _mm512_mask_storeu_ps(dst + (k0 + k) * width + i0, store_mask, r[k]);
+    }
+  }
+}
+
+static void pack_rows_avx512(const float *const *rows, int64_t count, int64_t cols, int64_t width,
+                             float *dst) {
+  for (int64_t k = 0; k < count; k++)
+    for (int64_t j = 0; j < width; j += 16) {
+      __mmask16 mask = cols - j >= 16 ? (__mmask16)0xffff : cols > j ? tail_mask(cols - j) : 0;
+      _mm512_storeu_ps(dst + k * width + j, _mm512_maskz_loadu_ps(mask, rows[k] + j));
+    }
+}
+
+/* ------------------------------------------------------------------- GEMV */
+
+/* 16 elements of b (the first `mask` lanes; the rest read as 0) as F32. */
+static ALWAYS_INLINE __m512 load16(int32_t dtype, const void *p, __mmask16 mask) {
+  if (dtype == GLLMK_F32) return _mm512_maskz_loadu_ps(mask, p);
+  __m256i h = _mm256_maskz_loadu_epi16(mask, p);
+  if (dtype == GLLMK_F16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* out[i * ldo + r] = dot(a row i, b row r) for i < m, r < ROWS. */
+static ALWAYS_INLINE void nk_rows(int32_t dtype, int m, int rows, int64_t k, const float *a,
+                                  int64_t lda, const char *b, size_t b_row_bytes, float *out,
+                                  int64_t ldo) {
+  const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
+  __m512 acc[CPU_GEMV_MAX_ROWS][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++) acc[i][r] = _mm512_setzero_ps();
+  int64_t kk = 0;
+  for (; kk < k; kk += 16) {
+    __mmask16 mask = k - kk >= 16 ? (__mmask16)0xffff : tail_mask(k - kk);
+    __m512 bv[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++)
+      bv[r] = load16(dtype, b + r * b_row_bytes + (size_t)kk * esize, mask);
+#pragma GCC unroll 4
+    for (int i = 0; i < m; i++) {
+      __m512 av = _mm512_maskz_loadu_ps(mask, a + i * lda + kk);
+#pragma GCC unroll 4
+      for (int r = 0; r < rows; r++) acc[i][r] = _mm512_fmadd_ps(av, bv[r], acc[i][r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++) out[i * ldo + r] = _mm512_reduce_add_ps(acc[i][r]);
+}
+
+static ALWAYS_INLINE void nk_body(int32_t dtype, int m, int64_t k, const float *a, int64_t lda,
+                                  const void *b, int64_t ldb, int64_t n_count, float *out,
+                                  int64_t ldo) {
+  const size_t row_bytes = (size_t)ldb * (dtype == GLLMK_F32 ? 4 : 2);
+  const char *rows = b;
+  int64_t n = 0;
+  for (; n + 4 <= n_count; n += 4)
+    nk_rows(dtype, m, 4, k, a, lda, rows + (size_t)n * row_bytes, row_bytes, out + n, ldo);
+  for (; n < n_count; n++)
+    nk_rows(dtype, m, 1, k, a, lda, rows + (size_t)n * row_bytes, row_bytes, out + n, ldo);
+}
+
+/* out[i * ldo + n] (+)= sum over `rows` rows of b of a[i][kk + r] * b[kk + r][n]. */
+static ALWAYS_INLINE void kn_rows(int32_t dtype, int m, int rows, int64_t kk, const float *a,
+                                  int64_t lda, const char *b, size_t b_row_bytes, int64_t n_count,
+                                  float *out, int64_t ldo) {
+  const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
+  __m512 av[CPU_GEMV_MAX_ROWS][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++) av[i][r] = _mm512_set1_ps(a[i * lda + kk + r]);
+  const char *b0 = b + (size_t)kk * b_row_bytes;
+  for (int64_t n = 0; n < n_count; n += 16) {
+    __mmask16 mask = n_count - n >= 16 ? (__mmask16)0xffff : tail_mask(n_count - n);
+    __m512 bv[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++)
+      bv[r] = load16(dtype, b0 + r * b_row_bytes + (size_t)n * esize, mask);
+#pragma GCC unroll 4
+    for (int i = 0; i < m; i++) {
+      float *o = out + i * ldo + n;
+      __m512 acc = _mm512_maskz_loadu_ps(mask, o);
+#pragma GCC unroll 4
+      for (int r = 0; r < rows; r++) acc = _mm512_fmadd_ps(av[i][r], bv[r], acc);
+      _mm512_mask_storeu_ps(o, mask, acc);
+    }
+  }
+}
+
+static ALWAYS_INLINE void kn_body(int32_t dtype, int m, int64_t k, const float *a, int64_t lda,
+                                  const void *b, int64_t ldb, int64_t n_count, float *out,
+                                  int64_t ldo) {
+  const size_t row_bytes = (size_t)ldb * (dtype == GLLMK_F32 ? 4 : 2);
+#pragma GCC unroll 4
+  for (int i = 0; i < m; i++)
+    for (int64_t n = 0; n < n_count; n += 16)
+      _mm512_mask_storeu_ps(out + i * ldo + n,
+                            n_count - n >= 16 ? (__mmask16)0xffff : tail_mask(n_count - n),
+                            _mm512_setzero_ps());
+  int64_t kk = 0;
+  for (; kk + 4 <= k; kk += 4) kn_rows(dtype, m, 4, kk, a, lda, b, row_bytes, n_count, out, ldo);
+  for (; kk < k; kk++) kn_rows(dtype, m, 1, kk, a, lda, b, row_bytes, n_count, out, ldo);
+}
+
+/* Instantiates a body for each dtype and row count, so that the inner loops
+ * see both as constants. */
+#define GEMV_DISPATCH(name, body)                                                                 \
+  static ALWAYS_INLINE void name##_rows(int32_t dtype, int64_t m, int64_t k, const float *a,      \
+                                        int64_t lda, const void *b, int64_t ldb, int64_t n_count, \
+                                        float *out, int64_t ldo) {                                \
+    switch (m) {                                                                                  \
+      case 1:                                                                                     \
+        body(dtype, 1, k, a, lda, b, ldb, n_count, out, ldo);                                     \
+        break;                                                                                    \
+      case 2:                                                                                     \
+        body(dtype, 2, k, a, lda, b, ldb, n_count, out, ldo);                                     \
+        break;                                                                                    \
+      case 3:                                                                                     \
+        body(dtype, 3, k, a, lda, b, ldb, n_count, out, ldo);                                     \
+        break;                                                                                    \
+      default:                                                                                    \
+        body(dtype, 4, k, a, lda, b, ldb, n_count, out, ldo);                                     \
+        break;                                                                                    \
+    }                                                                                             \
+  }                                                                                               \
+  static void name(int32_t dtype, int64_t m, int64_t k, const float *a, int64_t lda,              \
+                   const void *b, int64_t ldb, int64_t n_count, float *out, int64_t ldo) {        \
+    switch (dtype) {                                                                              \
+      case GLLMK_F32:                                                                             \
+        name##_rows(GLLMK_F32, m, k, a, lda, b, ldb, n_count, out, ldo);                          \
+        break;                                                                                    \
+      case GLLMK_F16:                                                                             \
+        name##_rows(GLLMK_F16, m, k, a, lda, b, ldb, n_count, out, ldo);                          \
+        break;                                                                                    \
+      default:                                                                                    \
+        name##_rows(GLLMK_BF16, m, k, a, lda, b, ldb, n_count, out, ldo);                         \
+        break;                                                                                    \
+    }                                                                                             \
+  }
+
+GEMV_DISPATCH(gemv_nk_avx512, nk_body)
+GEMV_DISPATCH(gemv_kn_avx512, kn_body)
+
+const cpu_gemm_isa cpu_gemm_isa_avx512 = {
+    MR, NR, micro_12x32, pack_transposed_avx512, pack_rows_avx512, gemv_nk_avx512, gemv_kn_avx512,
+};

@@ -1,0 +1,302 @@
+/*
+ * cpu_plugin.c - the cpu backend's descriptor: probe, device, host memory,
+ * device-raised errors.
+ *
+ * Ops run synchronously on the calling thread and the device's worker pool,
+ * so "queued work" is always finished when an entry point returns.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "cpu_internal.h"
+#include "cpu_kernels.h"
+#include "cpu_pool.h"
+
+#define CPU_PLUGIN_VERSION "0.1.0"
+#define CPU_ALIGNMENT 64
+
+const gllmk_plugin_host *cpu_host;
+cpu_features cpu_has;
+
+/* ------------------------------------------------------------ features */
+
+#if defined(__x86_64__)
+static uint64_t read_xcr0(void) {
+  uint32_t low, high;
+  __asm__ volatile("xgetbv" : "=a"(low), "=d"(high) : "c"(0));
+  return ((uint64_t)high << 32) | low;
+}
+
+static void detect_features(cpu_features *has) {
+  memset(has, 0, sizeof *has);
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return;
+  int osxsave = (ecx >> 27) & 1, avx = (ecx >> 28) & 1;
+  if (!osxsave || !avx) return;
+  /* The OS must save the YMM state (XCR0 bits 1-2), and for AVX-512 also
+   * the opmask and ZMM state (bits 5-7). */
+  uint64_t xcr0 = read_xcr0();
+  int os_avx = (xcr0 & 0x6) == 0x6;
+  int os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;
+  if (!os_avx) return;
+  has->fma = (ecx >> 12) & 1;
+  has->f16c = (ecx >> 29) & 1;
+  if (__get_cpuid_max(0, NULL) < 7) return;
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  has->avx2 = (ebx >> 5) & 1;
+  if (os_avx512) {
+    has->avx512f = (ebx >> 16) & 1;
+    has->avx512bw = (ebx >> 30) & 1;
+    has->avx512vl = (ebx >> 31) & 1;
+    uint32_t max_subleaf = eax;
+    if (has->avx512f && max_subleaf >= 1) {
+      __cpuid_count(7, 1, eax, ebx, ecx, edx);
+      has->avx512bf16 = (eax >> 5) & 1;
+    }
+  }
+}
+#else
+static void detect_features(cpu_features *has) { memset(has, 0, sizeof *has); }
+#endif
+
+/* "x86_64 avx512 avx512bf16 avx2 fma f16c" */
+static void format_arch(char *text, size_t size) {
+#if defined(__x86_64__)
+  snprintf(text, size, "x86_64%s%s%s%s%s",
+           cpu_has.avx512f && cpu_has.avx512bw && cpu_has.avx512vl ? " avx512" : "",
+           cpu_has.avx512bf16 ? " avx512bf16" : "", cpu_has.avx2 ? " avx2" : "",
+           cpu_has.fma ? " fma" : "", cpu_has.f16c ? " f16c" : "");
+#elif defined(__aarch64__)
+  snprintf(text, size, "aarch64");
+#else
+  snprintf(text, size, "unknown");
+#endif
+}
+
+static int online_cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+}
+
+/* The "model name" line of /proc/cpuinfo, or "cpu". */
+static void read_cpu_name(char *name, size_t size) {
+  snprintf(name, size, "cpu");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) != 0) continue;
+    const char *value = strchr(line, ':');
+    if (!value) break;
+    value++;
+    while (*value == ' ' || *value == '\t') value++;
+    size_t length = strcspn(value, "\n");
+    while (length > 0 && value[length - 1] == ' ') length--;
+    if (length > 0) snprintf(name, size, "%.*s", (int)length, value);
+    break;
+  }
+  fclose(f);
+}
+
+/* ------------------------------------------------------------ plugin */
+
+/* The largest cache of cpu0 as sysfs lists it ("32768K"), or 0. sysfs is
+ * read rather than sysconf(_SC_LEVEL3_CACHE_SIZE), which some virtual
+ * machines report as the host's whole cache. */
+static int64_t largest_cache_bytes(void) {
+  int64_t largest = 0;
+  for (int index = 0; index < 8; index++) {
+    char path[64];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    long long size = 0;
+    char unit = 0;
+    if (fscanf(f, "%lld%c", &size, &unit) >= 1 && size > 0) {
+      int64_t bytes = unit == 'K' ? size << 10 : unit == 'M' ? size << 20 : size;
+      if (bytes > largest) largest = bytes;
+    }
+    fclose(f);
+  }
+  return largest;
+}
+
+/* Outputs larger than the last-level cache are streamed past it. */
+static void set_stream_threshold(void) {
+  int64_t bytes = largest_cache_bytes();
+  if (bytes > 0) cpu_stream_threshold = bytes;
+}
+
+static gllmk_status cpu_probe(const gllmk_plugin_host *host, uint32_t *out_count, char *reason,
+                              size_t reason_size) {
+  cpu_host = host;
+  detect_features(&cpu_has);
+  cpu_select_kernels();
+  set_stream_threshold();
+  *out_count = 1;
+  if (reason && reason_size) reason[0] = '\0';
+  return GLLMK_OK;
+}
+
+static gllmk_status cpu_device_info(uint32_t index, gllmk_device_info *info) {
+  if (index != 0) return cpu_host->fail(GLLMK_ERR_INVALID_ARGUMENT, "cpu: no device %u", index);
+  memset(info, 0, sizeof *info);
+  read_cpu_name(info->name, sizeof info->name);
+  format_arch(info->arch, sizeof info->arch);
+  long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0) info->memory_bytes = (uint64_t)pages * (uint64_t)page_size;
+  info->compute_units = (uint32_t)online_cores();
+  info->flags = GLLMK_DEVICE_UNIFIED_MEMORY;
+  return GLLMK_OK;
+}
+
+static void cpu_describe(char *text, size_t text_size) {
+  const char *conversions = cpu_convert == &cpu_convert_portable ? "portable C" : cpu_vec->name;
+  snprintf(text, text_size,
+           "SIMD: %s math kernels, %s F16/BF16 conversions (%s); threads: one pool per context",
+           cpu_vec->name, conversions,
+           cpu_has.f16c && cpu_convert != &cpu_convert_portable ? "F16C" : "no F16C");
+}
+
+static gllmk_status cpu_open(const gllmk_plugin_open_options *options,
+                             gllmk_plugin_device **out_device) {
+  *out_device = NULL;
+  gllmk_plugin_device *device = calloc(1, sizeof *device);
+  if (!device) return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "cpu: out of host memory");
+  int threads = options && options->num_threads ? (int)(options->num_threads > 1024
+                                                            ? 1024
+                                                            : options->num_threads)
+                                                : online_cores();
+  gllmk_status status = cpu_pool_create(threads, &device->pool);
+  if (status != GLLMK_OK) {
+    free(device);
+    return status;
+  }
+  device->num_threads = threads;
+  *out_device = device;
+  return GLLMK_OK;
+}
+
+static void cpu_close(gllmk_plugin_device *device) {
+  if (!device) return;
+  cpu_pool_destroy(device->pool);
+  free(device);
+}
+
+/* Serializes cpu_raise between worker threads (rare: errors only). */
+static pthread_mutex_t raise_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+void cpu_raise(gllmk_plugin_device *device, gllmk_status status, const char *format, ...) {
+  pthread_mutex_lock(&raise_mutex);
+  if (device->raised_status == GLLMK_OK) {
+    device->raised_status = status;
+    va_list args;
+    va_start(args, format);
+    vsnprintf(device->raised_message, sizeof device->raised_message, format, args);
+    va_end(args);
+  }
+  pthread_mutex_unlock(&raise_mutex);
+}
+
+static gllmk_status cpu_synchronize(gllmk_plugin_device *device) {
+  pthread_mutex_lock(&raise_mutex);
+  gllmk_status status = device->raised_status;
+  char message[sizeof device->raised_message];
+  memcpy(message, device->raised_message, sizeof message);
+  device->raised_status = GLLMK_OK;
+  device->raised_message[0] = '\0';
+  pthread_mutex_unlock(&raise_mutex);
+  if (status == GLLMK_OK) return GLLMK_OK;
+  return cpu_host->fail(status, "%s", message);
+}
+
+/* ------------------------------------------------------------ memory */
+
+static gllmk_status cpu_mem_alloc(gllmk_plugin_device *device, uint64_t size,
+                                  gllmk_plugin_memory **out_memory) {
+  (void)device;
+  *out_memory = NULL;
+  if (size > SIZE_MAX - CPU_ALIGNMENT)
+    return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "cpu: cannot allocate %llu bytes",
+                          (unsigned long long)size);
+  size_t rounded = ((size_t)size + CPU_ALIGNMENT - 1) & ~(size_t)(CPU_ALIGNMENT - 1);
+  if (rounded == 0) rounded = CPU_ALIGNMENT;
+  void *memory = aligned_alloc(CPU_ALIGNMENT, rounded);
+  if (!memory)
+    return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "cpu: cannot allocate %llu bytes",
+                          (unsigned long long)size);
+  *out_memory = memory;
+  return GLLMK_OK;
+}
+
+static void cpu_mem_free(gllmk_plugin_device *device, gllmk_plugin_memory *memory) {
+  (void)device;
+  free(memory);
+}
+
+static gllmk_status cpu_mem_write(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
+                                  uint64_t offset, const void *src, uint64_t size) {
+  (void)device;
+  memcpy((char *)dst + offset, src, (size_t)size);
+  return GLLMK_OK;
+}
+
+static gllmk_status cpu_mem_read(gllmk_plugin_device *device, gllmk_plugin_memory *src,
+                                 uint64_t offset, void *dst, uint64_t size) {
+  (void)device;
+  memcpy(dst, (const char *)src + offset, (size_t)size);
+  return GLLMK_OK;
+}
+
+static gllmk_status cpu_mem_copy(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
+                                 uint64_t dst_offset, gllmk_plugin_memory *src,
+                                 uint64_t src_offset, uint64_t size) {
+  (void)device;
+  memmove((char *)dst + dst_offset, (const char *)src + src_offset, (size_t)size);
+  return GLLMK_OK;
+}
+
+static gllmk_status cpu_mem_fill(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
+                                 uint64_t offset, uint64_t size, uint8_t value) {
+  (void)device;
+  memset((char *)dst + offset, value, (size_t)size);
+  return GLLMK_OK;
+}
+
+/* ------------------------------------------------------------ entry */
+
+static const gllmk_plugin cpu_plugin = {
+    .struct_size = sizeof(gllmk_plugin),
+    .abi_version = GLLMK_PLUGIN_ABI_VERSION,
+    .name = "cpu",
+    .kind = GLLMK_BACKEND_CPU,
+    .version = CPU_PLUGIN_VERSION,
+    .probe = cpu_probe,
+    .device_info = cpu_device_info,
+    .describe = cpu_describe,
+    .open = cpu_open,
+    .close = cpu_close,
+    .synchronize = cpu_synchronize,
+    .mem_alloc = cpu_mem_alloc,
+    .mem_free = cpu_mem_free,
+    .mem_write = cpu_mem_write,
+    .mem_read = cpu_mem_read,
+    .mem_copy = cpu_mem_copy,
+    .mem_fill = cpu_mem_fill,
+    .ops =
+        {
+#define GLLMK_OP(name) .name = cpu_##name,
+#include "gllmk/gllmk_ops.def"
+        },
+};
+
+GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void);
+GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void) { return &cpu_plugin; }

@@ -1,0 +1,112 @@
+/*
+ * cpu_rope.c - rotary position embedding on x [tokens, heads, head_dim].
+ *
+ * Pair j turns by position * theta^(-2j / rotary_dim). The frequencies are
+ * computed once per call in double; each thread computes the cos/sin table
+ * of a token once (in double, then rounded to float) and uses it for all of
+ * the token's heads. Angles stay accurate for positions far beyond 131072.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+
+typedef struct rope_job {
+  int32_t dtype;
+  const char *x;
+  char *out;
+  int64_t heads, head_dim, rotary_dim, half;
+  int64_t x_token_stride, x_head_stride, out_token_stride, out_head_stride;
+  const int32_t *positions;
+  int64_t position_stride;
+  int32_t style;
+  int in_place;
+  int stream; /* rows go through an L1 block and stream_copy */
+  const double *inv_freq; /* [half] */
+  int out_of_memory;      /* set by a thread that could not get its tables */
+} rope_job;
+
+/* One row of head_dim elements into dst (which is src, or does not overlap
+ * it). */
+static void rope_row(const rope_job *job, char *dst, const char *src, const float *cos,
+                     const float *sin) {
+  size_t size = gllmk_plugin_dtype_size(job->dtype);
+  if (job->style == GLLMK_ROPE_GPTJ) {
+    cpu_vec->rope_gptj(job->dtype, dst, src, cos, sin, job->half);
+  } else {
+    int64_t second = job->half * (int64_t)size;
+    cpu_vec->rope_neox(job->dtype, dst, dst + second, src, src + second, cos, sin, job->half);
+  }
+  if (dst != src && job->rotary_dim < job->head_dim)
+    memcpy(dst + job->rotary_dim * (int64_t)size, src + job->rotary_dim * (int64_t)size,
+           (size_t)(job->head_dim - job->rotary_dim) * size);
+}
+
+static void rope_range(void *ctx, int64_t begin, int64_t end) {
+  rope_job *job = ctx;
+  float *table = malloc((size_t)(job->half > 0 ? job->half : 1) * 2 * sizeof(float));
+  if (!table) {
+    __atomic_store_n(&job->out_of_memory, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  float *cos = table, *sin = table + job->half;
+  size_t size = gllmk_plugin_dtype_size(job->dtype);
+  float block[CPU_BLOCK];
+  int64_t table_token = -1;
+  for (int64_t row = begin; row < end; row++) {
+    int64_t token = row / job->heads, head = row % job->heads;
+    if (token != table_token) {
+      double position = job->positions[token * job->position_stride];
+      cpu_vec->rope_angles(cos, sin, job->inv_freq, position, job->half);
+      table_token = token;
+    }
+    const char *src =
+        job->x + (token * job->x_token_stride + head * job->x_head_stride) * (int64_t)size;
+    char *dst =
+        job->out + (token * job->out_token_stride + head * job->out_head_stride) * (int64_t)size;
+    rope_row(job, job->stream ? (char *)block : dst, src, cos, sin);
+    if (job->stream) cpu_convert->stream_copy(dst, block, (size_t)job->head_dim * size);
+  }
+  if (job->stream) cpu_convert->stream_fence();
+  free(table);
+}
+
+gllmk_status cpu_rope(gllmk_plugin_device *device, const gllmk_rope_args *args) {
+  const gllmk_tensor *x = args->x, *out = args->out;
+  rope_job job = {
+      .dtype = x->dtype,
+      .x = cpu_tensor_data(x),
+      .out = cpu_tensor_data(out),
+      .heads = x->shape[1],
+      .head_dim = x->shape[2],
+      .rotary_dim = args->rotary_dim,
+      .half = args->rotary_dim / 2,
+      .x_token_stride = x->strides[0],
+      .x_head_stride = x->strides[1],
+      .out_token_stride = out->strides[0],
+      .out_head_stride = out->strides[1],
+      .positions = cpu_tensor_data(args->positions),
+      .position_stride = args->positions->strides[0],
+      .style = args->style,
+  };
+  job.in_place = job.x == job.out && x->strides[0] == out->strides[0] &&
+                 x->strides[1] == out->strides[1];
+  if (job.half == 0 && job.in_place) return GLLMK_OK;
+
+  double *inv_freq = malloc((size_t)(job.half > 0 ? job.half : 1) * sizeof(double));
+  if (!inv_freq) return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_rope: out of host memory");
+  for (int64_t j = 0; j < job.half; j++)
+    inv_freq[j] = pow((double)args->theta, -(double)(2 * j) / (double)args->rotary_dim);
+  job.inv_freq = inv_freq;
+
+  int64_t rows = x->shape[0] * job.heads;
+  /* In place, the output lines are in cache already: plain stores are best. */
+  job.stream = !job.in_place && job.head_dim <= CPU_BLOCK &&
+               cpu_streams(rows * job.head_dim * (int64_t)gllmk_plugin_dtype_size(job.dtype));
+  cpu_parallel_for(device, rows, cpu_row_grain(job.head_dim), rope_range, &job);
+  free(inv_freq);
+  if (job.out_of_memory)
+    return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_rope: out of host memory");
+  return GLLMK_OK;
+}

@@ -1,0 +1,1513 @@
+/*
+ * conformance.c - every op of gllmk_ops.def, on every backend that has a
+ * device here, against the float64 references of reference.c.
+ *
+ * Method: inputs are fresh random numbers (the seed is printed with every
+ * failure; --seed reproduces a run), rounded to the dtype under test before
+ * upload, and the reference is computed in double from those rounded
+ * values. Outputs are poisoned with 0xFF bytes (NaN for every float dtype,
+ * -1 for I32) before each op, and NaN never passes.
+ *
+ * Tolerance for a float output of dtype t, with tol = 1e-5 (f32), 1e-3 (f16)
+ * or 1e-2 (bf16), which covers the rounding of the output itself:
+ *   per element   |out - ref| <= tol * (|ref| + rms(ref)) + tiny
+ *   whole tensor  ||out - ref||_2 <= tol * ||ref||_2 + tiny * sqrt(n)
+ * The rms term is an absolute floor scaled to the tensor, so elements that
+ * cancel to near zero are judged against the size of the result, not
+ * against themselves; `tiny` is the dtype's smallest subnormal, for results
+ * that underflow (gelu(-6) is 0 in f16). Copies, casts, fills, gathers and
+ * indices must match exactly (casts round to nearest even).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reference.h"
+#include "testlib.h"
+
+/* ------------------------------------------------------------ state */
+
+#define MAX_BACKENDS 16
+static char backend_names[MAX_BACKENDS][64];
+static bool backend_is_software[MAX_BACKENDS];
+static int backend_count;
+
+/* The running test (reset by the fixture; one test per process by default,
+ * all in one process with CK_FORK=no). */
+typedef struct conf_state {
+  gllmk_context *ctx;
+  const char *backend;
+  const char *op;
+  bool quick; /* smaller sizes: --quick, or a software (emulated) device */
+  test_rng rng;
+  int failures;
+  void **allocs;
+  size_t alloc_count, alloc_capacity;
+} conf_state;
+static conf_state S;
+
+static const gllmk_dtype float_dtypes[] = {GLLMK_F32, GLLMK_F16, GLLMK_BF16};
+#define FLOAT_DTYPE_COUNT 3
+
+static void conf_fail(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static void conf_fail(const char *format, ...) {
+  char message[1536];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof message, format, args);
+  va_end(args);
+  fprintf(stderr, "FAIL %s/%s: %s (seed %llu)\n", S.backend, S.op, message,
+          (unsigned long long)test_opts.seed);
+  S.failures++;
+}
+
+/* Setup steps that must work for the test to mean anything. */
+static void must(gllmk_status status, const char *what) {
+  if (status != GLLMK_OK)
+    ck_abort_msg("%s/%s: %s failed: %s: %s (seed %llu)", S.backend, S.op, what,
+                 gllmk_status_string(status), gllmk_last_error(),
+                 (unsigned long long)test_opts.seed);
+}
+
+/* Zeroed host memory, freed by the fixture's teardown. */
+static void *host_alloc(size_t bytes) {
+  if (S.alloc_count == S.alloc_capacity) {
+    size_t capacity = S.alloc_capacity ? 2 * S.alloc_capacity : 64;
+    void **grown = realloc(S.allocs, capacity * sizeof *grown);
+    ck_assert_ptr_nonnull(grown);
+    S.allocs = grown;
+    S.alloc_capacity = capacity;
+  }
+  void *p = calloc(1, bytes ? bytes : 1);
+  ck_assert_ptr_nonnull(p);
+  S.allocs[S.alloc_count++] = p;
+  return p;
+}
+
+/* Runs an op under test; on failure records it and leaves the sub-case. */
+#define RUN_OP(call, what)                                                        \
+  do {                                                                            \
+    gllmk_status run_status_ = (call);                                            \
+    if (run_status_ != GLLMK_OK) {                                                \
+      conf_fail("%s: %s: %s", what, gllmk_status_string(run_status_), gllmk_last_error()); \
+      return;                                                                     \
+    }                                                                             \
+  } while (0)
+
+/* ------------------------------------------------------------ shapes */
+
+typedef struct shape {
+  int32_t ndim;
+  int64_t d[GLLMK_MAX_DIMS];
+} shape;
+#define SHAPE(...) \
+  ((shape){(int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), {__VA_ARGS__}})
+
+static int64_t shape_numel(shape s) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < s.ndim; i++) n *= s.d[i];
+  return n;
+}
+
+static shape shape_of(const gllmk_tensor *t) {
+  shape s = {t->ndim, {0}};
+  for (int32_t i = 0; i < t->ndim; i++) s.d[i] = t->shape[i];
+  return s;
+}
+
+static const char *shape_text(shape s) {
+  char *text = host_alloc(160);
+  size_t used = 0;
+  for (int32_t i = 0; i < s.ndim; i++)
+    used += (size_t)snprintf(text + used, 160 - used, "%s%lld", i ? "x" : "[", (long long)s.d[i]);
+  snprintf(text + used, 160 - used, "]");
+  return text;
+}
+
+/* The label of a sub-case, kept until the test ends. */
+static const char *label(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static const char *label(const char *format, ...) {
+  char *text = host_alloc(256);
+  va_list args;
+  va_start(args, format);
+  vsnprintf(text, 256, format, args);
+  va_end(args);
+  return text;
+}
+
+static const char *dname(gllmk_dtype dtype) { return gllmk_dtype_name(dtype); }
+
+/* ------------------------------------------------- device tensors */
+
+/* A dense tensor in its own buffer plus the values it holds, as doubles. */
+typedef struct dev {
+  gllmk_buffer *buffer;
+  gllmk_tensor t;
+  gllmk_dtype dtype;
+  int64_t numel;
+  double *host;
+} dev;
+
+static uint64_t dev_bytes(const dev *d) { return (uint64_t)d->numel * gllmk_dtype_size(d->dtype); }
+
+static dev dev_new(gllmk_dtype dtype, shape s) {
+  dev d = {.dtype = dtype, .numel = shape_numel(s)};
+  must(gllmk_buffer_alloc(S.ctx, dev_bytes(&d), &d.buffer), "gllmk_buffer_alloc");
+  must(gllmk_tensor_make(d.buffer, 0, dtype, s.ndim, s.d, &d.t), "gllmk_tensor_make");
+  d.host = host_alloc((size_t)d.numel * sizeof *d.host);
+  return d;
+}
+
+/* Rounds host values to the dtype and writes them to the device. */
+static void dev_upload(dev *d) {
+  void *raw = malloc(dev_bytes(d));
+  ck_assert_ptr_nonnull(raw);
+  for (int64_t i = 0; i < d->numel; i++) {
+    test_store(d->dtype, raw, i, d->host[i]);
+    d->host[i] = test_load(d->dtype, raw, i);
+  }
+  gllmk_status status = gllmk_buffer_write(d->buffer, 0, raw, dev_bytes(d));
+  free(raw);
+  must(status, "gllmk_buffer_write");
+}
+
+static dev dev_random(gllmk_dtype dtype, shape s, double lo, double hi) {
+  dev d = dev_new(dtype, s);
+  for (int64_t i = 0; i < d.numel; i++) d.host[i] = test_rng_uniform(&S.rng, lo, hi);
+  dev_upload(&d);
+  return d;
+}
+
+static dev dev_ints(shape s, const int32_t *values) {
+  dev d = dev_new(GLLMK_I32, s);
+  for (int64_t i = 0; i < d.numel; i++) d.host[i] = values[i];
+  dev_upload(&d);
+  return d;
+}
+
+/* 0xFF bytes: NaN in f32, f16 and bf16, -1 in i32. */
+static void dev_poison(const dev *d) {
+  must(gllmk_buffer_fill(d->buffer, 0, dev_bytes(d), 0xFF), "gllmk_buffer_fill");
+}
+
+static dev dev_output(gllmk_dtype dtype, shape s) {
+  dev d = dev_new(dtype, s);
+  dev_poison(&d);
+  return d;
+}
+
+static void dev_download(dev *d) {
+  void *raw = malloc(dev_bytes(d));
+  ck_assert_ptr_nonnull(raw);
+  gllmk_status status = gllmk_buffer_read(d->buffer, 0, raw, dev_bytes(d));
+  for (int64_t i = 0; status == GLLMK_OK && i < d->numel; i++)
+    d->host[i] = test_load(d->dtype, raw, i);
+  free(raw);
+  must(status, "gllmk_buffer_read");
+}
+
+static double *host_copy(const double *src, int64_t n) {
+  double *copy = host_alloc((size_t)n * sizeof *copy);
+  memcpy(copy, src, (size_t)n * sizeof *copy);
+  return copy;
+}
+
+/* Element positions (indices into base->host) of a view into base's buffer,
+ * in the view's row-major order. */
+static int64_t *view_positions(const dev *base, const gllmk_tensor *view) {
+  int64_t n = gllmk_tensor_numel(view);
+  int64_t *pos = host_alloc((size_t)n * sizeof *pos);
+  int64_t origin = (int64_t)(view->offset / gllmk_dtype_size(base->dtype));
+  int64_t idx[GLLMK_MAX_DIMS] = {0};
+  for (int64_t i = 0; i < n; i++) {
+    pos[i] = origin;
+    for (int32_t d = 0; d < view->ndim; d++) pos[i] += idx[d] * view->strides[d];
+    for (int32_t d = view->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < view->shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return pos;
+}
+
+static double *gather(const dev *base, const gllmk_tensor *view) {
+  int64_t n = gllmk_tensor_numel(view);
+  int64_t *pos = view_positions(base, view);
+  double *values = host_alloc((size_t)n * sizeof *values);
+  for (int64_t i = 0; i < n; i++) values[i] = base->host[pos[i]];
+  return values;
+}
+
+static gllmk_tensor slice(const gllmk_tensor *t, int32_t dim, int64_t start, int64_t length,
+                          int64_t step) {
+  gllmk_tensor out;
+  must(gllmk_tensor_slice(t, dim, start, length, step, &out), "gllmk_tensor_slice");
+  return out;
+}
+
+static gllmk_tensor permute(const gllmk_tensor *t, const int32_t *order) {
+  gllmk_tensor out;
+  must(gllmk_tensor_permute(t, order, &out), "gllmk_tensor_permute");
+  return out;
+}
+
+static gllmk_tensor reshape(const gllmk_tensor *t, shape s) {
+  gllmk_tensor out;
+  must(gllmk_tensor_reshape(t, s.ndim, s.d, &out), "gllmk_tensor_reshape");
+  return out;
+}
+
+/* ------------------------------------------------------- comparing */
+
+static double dtype_tolerance(gllmk_dtype dtype) {
+  switch (dtype) {
+    case GLLMK_F16: return 1e-3;
+    case GLLMK_BF16: return 1e-2;
+    default: return 1e-5;
+  }
+}
+
+/* The smallest subnormal: the rounding step of results near zero. */
+static double dtype_tiny(gllmk_dtype dtype) {
+  switch (dtype) {
+    case GLLMK_F16: return 0x1.0p-24;
+    case GLLMK_BF16: return 0x1.0p-133;
+    default: return 0x1.0p-149;
+  }
+}
+
+/* The documented tolerance (see the top of this file). Infinite references
+ * (the -inf lse of a row without keys) must match exactly. */
+static void expect_close(const char *what, gllmk_dtype dtype, int64_t n, const double *out,
+                         const double *ref) {
+  double tol = dtype_tolerance(dtype), tiny = dtype_tiny(dtype), ref_sq = 0.0, diff_sq = 0.0;
+  int64_t finite = 0, bad = 0, first = -1;
+  for (int64_t i = 0; i < n; i++)
+    if (isfinite(ref[i])) {
+      ref_sq += ref[i] * ref[i];
+      finite++;
+    }
+  double rms = finite ? sqrt(ref_sq / (double)finite) : 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    bool ok;
+    if (isnan(out[i])) {
+      ok = false;
+    } else if (!isfinite(ref[i])) {
+      ok = out[i] == ref[i];
+    } else {
+      double err = fabs(out[i] - ref[i]);
+      diff_sq += err * err;
+      ok = err <= tol * (fabs(ref[i]) + rms) + tiny;
+    }
+    if (!ok && bad++ == 0) first = i;
+  }
+  double norm_limit = tol * sqrt(ref_sq) + tiny * sqrt((double)n);
+  if (bad || !(sqrt(diff_sq) <= norm_limit))
+    conf_fail("%s: %lld of %lld elements fail |out-ref| <= %g*(|ref|+%.3g); first at [%lld]: "
+              "out=%.9g ref=%.9g; ||out-ref||/||ref||=%.3g (limit %g)",
+              what, (long long)bad, (long long)n, tol, rms, (long long)(first < 0 ? 0 : first),
+              first < 0 ? 0.0 : out[first], first < 0 ? 0.0 : ref[first],
+              ref_sq > 0.0 ? sqrt(diff_sq / ref_sq) : sqrt(diff_sq), tol);
+}
+
+static void expect_equal(const char *what, int64_t n, const double *out, const double *ref) {
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < n; i++)
+    if (!(out[i] == ref[i]) && bad++ == 0) first = i;
+  if (bad)
+    conf_fail("%s: %lld of %lld elements differ; first at [%lld]: out=%.9g expected=%.9g", what,
+              (long long)bad, (long long)n, (long long)first, out[first], ref[first]);
+}
+
+/* ------------------------------------------------------ problem sizes */
+
+/* Shapes for elementwise and row ops: one element, odd, non-power-of-two,
+ * several leading dims, and the widths of Llama-style hidden and MLP rows. */
+static int elementwise_shapes(shape *out) {
+  int n = 0;
+  out[n++] = SHAPE(1);
+  out[n++] = SHAPE(7);
+  out[n++] = SHAPE(3, 33);
+  out[n++] = SHAPE(5, 100);
+  out[n++] = SHAPE(2, 3, 17);
+  out[n++] = SHAPE(S.quick ? 1 : 4, 4096);
+  if (!S.quick) out[n++] = SHAPE(2, 14336);
+  return n;
+}
+#define MAX_SHAPES 8
+
+/* ================================================================ ops */
+
+/* ------------------------------------------------------------- copy */
+
+/* Copies `src` (a view of `base`) into a fresh tensor of out_dtype. */
+static void copy_from_view(const char *what, gllmk_dtype out_dtype, const dev *base,
+                           const gllmk_tensor *src) {
+  dev out = dev_output(out_dtype, shape_of(src));
+  double *expected = gather(base, src);
+  for (int64_t i = 0; i < out.numel; i++) expected[i] = test_round(out_dtype, expected[i]);
+  RUN_OP(gllmk_copy(S.ctx, &(gllmk_copy_args){&out.t, src}), what);
+  dev_download(&out);
+  expect_equal(what, out.numel, out.host, expected);
+}
+
+/* Copies into a column slice of a wider tensor: the columns outside it keep
+ * their values. */
+static void copy_into_view(gllmk_dtype out_dtype, gllmk_dtype src_dtype) {
+  const char *what = label("copy %s->%s into a column slice", dname(src_dtype), dname(out_dtype));
+  dev wide = dev_random(out_dtype, SHAPE(5, 16), -3, 3);
+  gllmk_tensor view = slice(&wide.t, 1, 4, 9, 1);
+  dev src = dev_random(src_dtype, SHAPE(5, 9), -3, 3);
+  double *expected = host_copy(wide.host, wide.numel);
+  int64_t *pos = view_positions(&wide, &view);
+  for (int64_t i = 0; i < src.numel; i++) expected[pos[i]] = test_round(out_dtype, src.host[i]);
+  RUN_OP(gllmk_copy(S.ctx, &(gllmk_copy_args){&view, &src.t}), what);
+  dev_download(&wide);
+  expect_equal(what, wide.numel, wide.host, expected);
+}
+
+static void copy_pair(gllmk_dtype out_dtype, gllmk_dtype src_dtype) {
+  const char *pair = label("%s->%s", dname(src_dtype), dname(out_dtype));
+  shape shapes[] = {SHAPE(1), SHAPE(3, 37), SHAPE(2, S.quick ? 1000 : 4096)};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    dev src = dev_random(src_dtype, shapes[i], -100, 100);
+    copy_from_view(label("copy %s %s", pair, shape_text(shapes[i])), out_dtype, &src, &src.t);
+  }
+  dev mat = dev_random(src_dtype, SHAPE(37, 5), -3, 3);
+  gllmk_tensor transposed = permute(&mat.t, (const int32_t[]){1, 0});
+  copy_from_view(label("copy %s transposed [5x37]", pair), out_dtype, &mat, &transposed);
+
+  dev cube = dev_random(src_dtype, SHAPE(4, 3, 6), -3, 3);
+  gllmk_tensor permuted = permute(&cube.t, (const int32_t[]){2, 0, 1});
+  copy_from_view(label("copy %s permuted (2,0,1)", pair), out_dtype, &cube, &permuted);
+
+  dev wide = dev_random(src_dtype, SHAPE(9, 20), -3, 3);
+  gllmk_tensor cols = slice(&wide.t, 1, 3, 7, 2);
+  copy_from_view(label("copy %s columns 3:17:2", pair), out_dtype, &wide, &cols);
+  gllmk_tensor rows = slice(&wide.t, 0, 1, 3, 3);
+  copy_from_view(label("copy %s rows 1:9:3", pair), out_dtype, &wide, &rows);
+  gllmk_tensor both = slice(&cols, 0, 2, 4, 2);
+  copy_from_view(label("copy %s rows and columns", pair), out_dtype, &wide, &both);
+
+  copy_into_view(out_dtype, src_dtype);
+}
+
+static void conf_copy(void) {
+  for (int o = 0; o < FLOAT_DTYPE_COUNT; o++)
+    for (int s = 0; s < FLOAT_DTYPE_COUNT; s++) copy_pair(float_dtypes[o], float_dtypes[s]);
+  /* i32 -> i32, strided */
+  dev ids = dev_new(GLLMK_I32, SHAPE(6, 11));
+  for (int64_t i = 0; i < ids.numel; i++) ids.host[i] = (double)test_rng_int(&S.rng, -99999, 99999);
+  dev_upload(&ids);
+  gllmk_tensor transposed = permute(&ids.t, (const int32_t[]){1, 0});
+  copy_from_view("copy i32->i32 transposed", GLLMK_I32, &ids, &transposed);
+}
+
+/* ------------------------------------------------------------- fill */
+
+static void fill_case(gllmk_dtype dtype, shape s, float value) {
+  const char *what = label("fill %s %s value %g", dname(dtype), shape_text(s), (double)value);
+  dev out = dev_output(dtype, s);
+  RUN_OP(gllmk_fill(S.ctx, &(gllmk_fill_args){&out.t, value}), what);
+  dev_download(&out);
+  double *expected = host_alloc((size_t)out.numel * sizeof *expected);
+  for (int64_t i = 0; i < out.numel; i++) expected[i] = test_round(dtype, value);
+  expect_equal(what, out.numel, out.host, expected);
+}
+
+static void fill_view_case(gllmk_dtype dtype) {
+  const char *what = label("fill %s column slice", dname(dtype));
+  dev wide = dev_random(dtype, SHAPE(6, 10), -50, 50);
+  gllmk_tensor view = slice(&wide.t, 1, 2, 5, 1);
+  double *expected = host_copy(wide.host, wide.numel);
+  int64_t *pos = view_positions(&wide, &view);
+  for (int64_t i = 0; i < 6 * 5; i++) expected[pos[i]] = test_round(dtype, 2.5);
+  RUN_OP(gllmk_fill(S.ctx, &(gllmk_fill_args){&view, 2.5f}), what);
+  dev_download(&wide);
+  expect_equal(what, wide.numel, wide.host, expected);
+}
+
+static void conf_fill(void) {
+  const gllmk_dtype dtypes[] = {GLLMK_F32, GLLMK_F16, GLLMK_BF16, GLLMK_I32};
+  for (int d = 0; d < 4; d++) {
+    fill_case(dtypes[d], SHAPE(1), 0.0f);
+    fill_case(dtypes[d], SHAPE(3, 37), 1.2345678f);
+    fill_case(dtypes[d], SHAPE(2, 3, 5), -7.75f);
+    fill_case(dtypes[d], SHAPE(2, 4096), (float)test_rng_uniform(&S.rng, -1000, 1000));
+    fill_view_case(dtypes[d]);
+  }
+}
+
+/* ------------------------------------------------------ add, mul, mul_add */
+
+typedef enum placement { FRESH_OUT, OUT_IS_A, OUT_IS_B, OUT_IS_C } placement;
+
+static double broadcast_at(const dev *t, int64_t i) {
+  return t->t.ndim == 1 ? t->host[i % t->numel] : t->host[i];
+}
+
+static gllmk_status run_binary(gllmk_op op, const gllmk_binary_args *args) {
+  return op == GLLMK_OP_add ? gllmk_add(S.ctx, args) : gllmk_mul(S.ctx, args);
+}
+
+static void binary_case(gllmk_op op, gllmk_dtype dtype, shape s, bool broadcast, placement where) {
+  const char *what = label("%s %s %s%s%s", gllmk_op_name(op), dname(dtype), shape_text(s),
+                           broadcast ? " b broadcast" : "",
+                           where == OUT_IS_A ? " out=a" : where == OUT_IS_B ? " out=b" : "");
+  dev a = dev_random(dtype, s, -4, 4);
+  dev b = dev_random(dtype, broadcast ? SHAPE(s.d[s.ndim - 1]) : s, -4, 4);
+  double *ref = host_alloc((size_t)a.numel * sizeof *ref);
+  for (int64_t i = 0; i < a.numel; i++)
+    ref[i] = op == GLLMK_OP_add ? a.host[i] + broadcast_at(&b, i) : a.host[i] * broadcast_at(&b, i);
+  dev out = where == OUT_IS_A ? a : where == OUT_IS_B ? b : dev_output(dtype, s);
+  RUN_OP(run_binary(op, &(gllmk_binary_args){&out.t, &a.t, &b.t}), what);
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+static void binary_op(gllmk_op op) {
+  shape shapes[MAX_SHAPES];
+  int count = elementwise_shapes(shapes);
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+    for (int i = 0; i < count; i++) {
+      binary_case(op, float_dtypes[d], shapes[i], false, FRESH_OUT);
+      binary_case(op, float_dtypes[d], shapes[i], true, FRESH_OUT);
+      binary_case(op, float_dtypes[d], shapes[i], false, OUT_IS_A);
+      binary_case(op, float_dtypes[d], shapes[i], false, OUT_IS_B);
+      binary_case(op, float_dtypes[d], shapes[i], true, OUT_IS_A);
+    }
+}
+
+static void conf_add(void) { binary_op(GLLMK_OP_add); }
+static void conf_mul(void) { binary_op(GLLMK_OP_mul); }
+
+static void mul_add_case(gllmk_dtype dtype, shape s, bool b_row, bool c_row, placement where) {
+  const char *what = label("mul_add %s %s%s%s%s", dname(dtype), shape_text(s),
+                           b_row ? " b broadcast" : "", c_row ? " c broadcast" : "",
+                           where == OUT_IS_A ? " out=a" : where == OUT_IS_C ? " out=c" : "");
+  shape row = SHAPE(s.d[s.ndim - 1]);
+  dev a = dev_random(dtype, s, -3, 3);
+  dev b = dev_random(dtype, b_row ? row : s, -3, 3);
+  dev c = dev_random(dtype, c_row ? row : s, -3, 3);
+  double *ref = host_alloc((size_t)a.numel * sizeof *ref);
+  for (int64_t i = 0; i < a.numel; i++) ref[i] = a.host[i] * broadcast_at(&b, i) + broadcast_at(&c, i);
+  dev out = where == OUT_IS_A ? a : where == OUT_IS_C ? c : dev_output(dtype, s);
+  RUN_OP(gllmk_mul_add(S.ctx, &(gllmk_mul_add_args){&out.t, &a.t, &b.t, &c.t}), what);
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+static void conf_mul_add(void) {
+  shape shapes[MAX_SHAPES];
+  int count = elementwise_shapes(shapes);
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+    for (int i = 0; i < count; i++) {
+      gllmk_dtype dtype = float_dtypes[d];
+      mul_add_case(dtype, shapes[i], false, false, FRESH_OUT);
+      mul_add_case(dtype, shapes[i], true, false, FRESH_OUT);
+      mul_add_case(dtype, shapes[i], false, true, FRESH_OUT);
+      mul_add_case(dtype, shapes[i], true, true, OUT_IS_A);
+      mul_add_case(dtype, shapes[i], true, false, OUT_IS_C);
+    }
+}
+
+/* ------------------------------------------- silu, gelu, add_gelu */
+
+typedef enum activation { ACT_SILU, ACT_GELU_ERF, ACT_GELU_TANH } activation;
+
+static double activate(activation act, double x) {
+  return act == ACT_SILU ? ref_silu(x)
+                         : ref_gelu(x, act == ACT_GELU_ERF ? GLLMK_GELU_ERF : GLLMK_GELU_TANH);
+}
+
+static const char *activation_name(activation act) {
+  return act == ACT_SILU ? "silu" : act == ACT_GELU_ERF ? "gelu(erf)" : "gelu(tanh)";
+}
+
+static gllmk_status run_activation(activation act, const gllmk_tensor *out, const gllmk_tensor *x,
+                                   const gllmk_tensor *bias) {
+  int32_t kind = act == ACT_GELU_TANH ? GLLMK_GELU_TANH : GLLMK_GELU_ERF;
+  if (bias) return gllmk_add_gelu(S.ctx, &(gllmk_add_gelu_args){out, x, bias, kind});
+  if (act == ACT_SILU) return gllmk_silu(S.ctx, &(gllmk_silu_args){out, x});
+  return gllmk_gelu(S.ctx, &(gllmk_gelu_args){out, x, kind});
+}
+
+/* act(x) or, with_bias, gelu(x + bias). */
+static void activation_case(activation act, bool with_bias, gllmk_dtype dtype, shape s,
+                            bool in_place) {
+  const char *what = label("%s%s %s %s%s", with_bias ? "add_" : "", activation_name(act),
+                           dname(dtype), shape_text(s), in_place ? " in place" : "");
+  dev x = dev_random(dtype, s, -8, 8);
+  dev bias = with_bias ? dev_random(dtype, SHAPE(s.d[s.ndim - 1]), -2, 2) : x;
+  double *ref = host_alloc((size_t)x.numel * sizeof *ref);
+  for (int64_t i = 0; i < x.numel; i++)
+    ref[i] = activate(act, x.host[i] + (with_bias ? broadcast_at(&bias, i) : 0.0));
+  dev out = in_place ? x : dev_output(dtype, s);
+  RUN_OP(run_activation(act, &out.t, &x.t, with_bias ? &bias.t : NULL), what);
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+static void activation_op(const activation *acts, int act_count, bool with_bias) {
+  shape shapes[MAX_SHAPES];
+  int count = elementwise_shapes(shapes);
+  for (int a = 0; a < act_count; a++)
+    for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+      for (int i = 0; i < count; i++) {
+        activation_case(acts[a], with_bias, float_dtypes[d], shapes[i], false);
+        activation_case(acts[a], with_bias, float_dtypes[d], shapes[i], true);
+      }
+}
+
+static void conf_silu(void) { activation_op((const activation[]){ACT_SILU}, 1, false); }
+static void conf_gelu(void) {
+  activation_op((const activation[]){ACT_GELU_ERF, ACT_GELU_TANH}, 2, false);
+}
+static void conf_add_gelu(void) {
+  activation_op((const activation[]){ACT_GELU_ERF, ACT_GELU_TANH}, 2, true);
+}
+
+/* ------------------------------------------------------------ swiglu */
+
+/* gate and up are either column slices of one [T, 2I] buffer (the fused
+ * gate_up projection) or separate tensors. */
+static void swiglu_case(gllmk_dtype dtype, int64_t tokens, int64_t inter, bool fused) {
+  const char *what = label("swiglu %s T=%lld I=%lld%s", dname(dtype), (long long)tokens,
+                           (long long)inter, fused ? " gate/up slices of [T,2I]" : "");
+  gllmk_tensor gate, up;
+  double *gate_v, *up_v;
+  if (fused) {
+    dev gate_up = dev_random(dtype, SHAPE(tokens, 2 * inter), -8, 8);
+    gate = slice(&gate_up.t, 1, 0, inter, 1);
+    up = slice(&gate_up.t, 1, inter, inter, 1);
+    gate_v = gather(&gate_up, &gate);
+    up_v = gather(&gate_up, &up);
+  } else {
+    dev gate_d = dev_random(dtype, SHAPE(tokens, inter), -8, 8);
+    dev up_d = dev_random(dtype, SHAPE(tokens, inter), -8, 8);
+    gate = gate_d.t;
+    up = up_d.t;
+    gate_v = gate_d.host;
+    up_v = up_d.host;
+  }
+  dev out = dev_output(dtype, SHAPE(tokens, inter));
+  double *ref = host_alloc((size_t)out.numel * sizeof *ref);
+  for (int64_t i = 0; i < out.numel; i++) ref[i] = ref_silu(gate_v[i]) * up_v[i];
+  RUN_OP(gllmk_swiglu(S.ctx, &(gllmk_swiglu_args){&out.t, &gate, &up}), what);
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+static void conf_swiglu(void) {
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
+    gllmk_dtype dtype = float_dtypes[d];
+    swiglu_case(dtype, 1, 1, true);
+    swiglu_case(dtype, 3, 11, true);
+    swiglu_case(dtype, 3, 11, false);
+    swiglu_case(dtype, 5, 100, true);
+    swiglu_case(dtype, 2, S.quick ? 1000 : 14336, true);
+    swiglu_case(dtype, 2, S.quick ? 1000 : 14336, false);
+  }
+}
+
+/* ----------------------------------------------------- normalisation */
+
+static void rows_cols(shape s, int64_t *rows, int64_t *cols) {
+  *cols = s.d[s.ndim - 1];
+  *rows = shape_numel(s) / *cols;
+}
+
+static void rmsnorm_case(gllmk_dtype dtype, shape s, float eps, bool in_place) {
+  const char *what = label("rmsnorm %s %s eps=%g%s", dname(dtype), shape_text(s), (double)eps,
+                           in_place ? " in place" : "");
+  int64_t rows, cols;
+  rows_cols(s, &rows, &cols);
+  dev x = dev_random(dtype, s, -3, 3);
+  dev w = dev_random(dtype, SHAPE(cols), -1.5, 1.5);
+  double *ref = host_alloc((size_t)x.numel * sizeof *ref);
+  ref_rmsnorm(rows, cols, x.host, w.host, eps, ref);
+  dev out = in_place ? x : dev_output(dtype, s);
+  RUN_OP(gllmk_rmsnorm(S.ctx, &(gllmk_rmsnorm_args){&out.t, &x.t, &w.t, eps}), what);
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+static void conf_rmsnorm(void) {
+  shape shapes[MAX_SHAPES];
+  int count = elementwise_shapes(shapes);
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+    for (int i = 0; i < count; i++) {
+      rmsnorm_case(float_dtypes[d], shapes[i], 1e-5f, false);
+      rmsnorm_case(float_dtypes[d], shapes[i], 1e-6f, true);
+    }
+}
+
+/* residual += x; out = rmsnorm(residual): both results are checked. */
+static void add_rmsnorm_case(gllmk_dtype dtype, shape s, float eps) {
+  const char *what = label("add_rmsnorm %s %s", dname(dtype), shape_text(s));
+  int64_t rows, cols;
+  rows_cols(s, &rows, &cols);
+  dev residual = dev_random(dtype, s, -3, 3);
+  dev x = dev_random(dtype, s, -3, 3);
+  dev w = dev_random(dtype, SHAPE(cols), -1.5, 1.5);
+  double *sum = host_alloc((size_t)x.numel * sizeof *sum);
+  double *ref = host_alloc((size_t)x.numel * sizeof *ref);
+  for (int64_t i = 0; i < x.numel; i++) sum[i] = residual.host[i] + x.host[i];
+  ref_rmsnorm(rows, cols, sum, w.host, eps, ref);
+  dev out = dev_output(dtype, s);
+  RUN_OP(gllmk_add_rmsnorm(S.ctx, &(gllmk_add_rmsnorm_args){&out.t, &residual.t, &x.t, &w.t, eps}),
+         what);
+  dev_download(&out);
+  dev_download(&residual);
+  expect_close(label("%s: residual", what), dtype, x.numel, residual.host, sum);
+  expect_close(label("%s: out", what), dtype, x.numel, out.host, ref);
+}
+
+static void conf_add_rmsnorm(void) {
+  shape shapes[MAX_SHAPES];
+  int count = elementwise_shapes(shapes);
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+    for (int i = 0; i < count; i++) add_rmsnorm_case(float_dtypes[d], shapes[i], 1e-5f);
+}
+
+static void layernorm_case(gllmk_dtype dtype, shape s, bool with_bias, bool in_place) {
+  const char *what = label("layernorm %s %s%s%s", dname(dtype), shape_text(s),
+                           with_bias ? " with bias" : " no bias", in_place ? " in place" : "");
+  int64_t rows, cols;
+  rows_cols(s, &rows, &cols);
+  dev x = dev_random(dtype, s, -1, 3); /* a non-zero mean */
+  dev w = dev_random(dtype, SHAPE(cols), -1.5, 1.5);
+  dev b = dev_random(dtype, SHAPE(cols), -1, 1);
+  double *ref = host_alloc((size_t)x.numel * sizeof *ref);
+  ref_layernorm(rows, cols, x.host, w.host, with_bias ? b.host : NULL, 1e-5, ref);
+  dev out = in_place ? x : dev_output(dtype, s);
+  RUN_OP(gllmk_layernorm(S.ctx, &(gllmk_layernorm_args){&out.t, &x.t, &w.t,
+                                                         with_bias ? &b.t : NULL, 1e-5f}),
+         what);
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+static void conf_layernorm(void) {
+  shape shapes[MAX_SHAPES];
+  int count = elementwise_shapes(shapes);
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+    for (int i = 0; i < count; i++) {
+      /* Shape [1] is one column of zero variance: out = bias. */
+      layernorm_case(float_dtypes[d], shapes[i], true, false);
+      layernorm_case(float_dtypes[d], shapes[i], false, false);
+      layernorm_case(float_dtypes[d], shapes[i], true, true);
+    }
+}
+
+static void softmax_case(gllmk_dtype dtype, shape s, float scale, bool in_place) {
+  const char *what = label("softmax %s %s scale=%g%s", dname(dtype), shape_text(s),
+                           (double)scale, in_place ? " in place" : "");
+  int64_t rows, cols;
+  rows_cols(s, &rows, &cols);
+  dev x = dev_random(dtype, s, -6, 6);
+  double *ref = host_alloc((size_t)x.numel * sizeof *ref);
+  ref_softmax(rows, cols, x.host, scale, ref);
+  dev out = in_place ? x : dev_output(dtype, s);
+  RUN_OP(gllmk_softmax(S.ctx, &(gllmk_softmax_args){&out.t, &x.t, scale}), what);
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+static void conf_softmax(void) {
+  shape shapes[MAX_SHAPES];
+  int count = elementwise_shapes(shapes);
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+    for (int i = 0; i < count; i++) {
+      softmax_case(float_dtypes[d], shapes[i], 1.0f, false);
+      softmax_case(float_dtypes[d], shapes[i], 0.125f, false);
+      softmax_case(float_dtypes[d], shapes[i], 3.5f, true);
+    }
+}
+
+/* -------------------------------------------------------------- rope */
+
+typedef struct rope_problem {
+  int64_t tokens, heads, head_dim, rotary_dim;
+  int32_t style;
+  int32_t max_position;
+  float theta;
+  bool in_place;
+} rope_problem;
+
+static void rope_case(gllmk_dtype dtype, const rope_problem *p) {
+  const char *what = label("rope %s %s T=%lld H=%lld D=%lld rotary=%lld theta=%g positions<=%d%s",
+                           dname(dtype), p->style == GLLMK_ROPE_NEOX ? "neox" : "gptj",
+                           (long long)p->tokens, (long long)p->heads, (long long)p->head_dim,
+                           (long long)p->rotary_dim, (double)p->theta, p->max_position,
+                           p->in_place ? " in place" : "");
+  shape s = SHAPE(p->tokens, p->heads, p->head_dim);
+  dev x = dev_random(dtype, s, -2, 2);
+  int32_t *positions = host_alloc((size_t)p->tokens * sizeof *positions);
+  for (int64_t t = 0; t < p->tokens; t++)
+    positions[t] = (int32_t)test_rng_int(&S.rng, 0, p->max_position);
+  positions[0] = p->max_position;
+  if (p->tokens > 1) positions[1] = 0;
+  dev pos = dev_ints(SHAPE(p->tokens), positions);
+  double *ref = host_alloc((size_t)x.numel * sizeof *ref);
+  ref_rope(p->tokens, p->heads, p->head_dim, x.host, positions, p->theta, p->rotary_dim,
+           p->style, ref);
+  dev out = p->in_place ? x : dev_output(dtype, s);
+  RUN_OP(gllmk_rope(S.ctx, &(gllmk_rope_args){&out.t, &x.t, &pos.t, p->theta,
+                                               (int32_t)p->rotary_dim, p->style}),
+         what);
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+static void conf_rope(void) {
+  const rope_problem problems[] = {
+      {1, 1, 8, 8, GLLMK_ROPE_NEOX, 3, 10000.0f, false},
+      {5, 3, 64, 64, GLLMK_ROPE_NEOX, 4096, 10000.0f, false},
+      {5, 3, 64, 64, GLLMK_ROPE_GPTJ, 4096, 10000.0f, true},
+      {7, 4, 128, 32, GLLMK_ROPE_NEOX, 2048, 10000.0f, false}, /* partial rotary */
+      {7, 4, 80, 40, GLLMK_ROPE_GPTJ, 2048, 10000.0f, true},
+      {3, 2, 96, 96, GLLMK_ROPE_NEOX, 100000, 1000000.0f, true}, /* long context */
+      {3, 2, 64, 64, GLLMK_ROPE_GPTJ, 100000, 500000.0f, false},
+      {S.quick ? 3 : 9, S.quick ? 4 : 32, 128, 128, GLLMK_ROPE_NEOX, 8191,
+       500000.0f, true},
+  };
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+    for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
+      rope_case(float_dtypes[d], &problems[i]);
+}
+
+/* --------------------------------------------------------- embedding */
+
+static void embedding_case(gllmk_dtype dtype, int64_t vocab, int64_t dim, shape ids_shape) {
+  const char *what = label("embedding %s vocab=%lld dim=%lld ids %s", dname(dtype),
+                           (long long)vocab, (long long)dim, shape_text(ids_shape));
+  dev table = dev_random(dtype, SHAPE(vocab, dim), -2, 2);
+  int64_t count = shape_numel(ids_shape);
+  int32_t *id_values = host_alloc((size_t)count * sizeof *id_values);
+  for (int64_t i = 0; i < count; i++) id_values[i] = (int32_t)test_rng_int(&S.rng, 0, vocab - 1);
+  id_values[0] = (int32_t)(vocab - 1);
+  dev ids = dev_ints(ids_shape, id_values);
+  shape out_shape = ids_shape;
+  out_shape.d[out_shape.ndim++] = dim;
+  dev out = dev_output(dtype, out_shape);
+  double *expected = host_alloc((size_t)out.numel * sizeof *expected);
+  for (int64_t i = 0; i < count; i++)
+    memcpy(expected + i * dim, table.host + id_values[i] * dim, (size_t)dim * sizeof *expected);
+  RUN_OP(gllmk_embedding(S.ctx, &(gllmk_embedding_args){&out.t, &table.t, &ids.t}), what);
+  dev_download(&out);
+  expect_equal(what, out.numel, out.host, expected);
+}
+
+/* Out-of-range ids write zeros; the next synchronize reports them once. */
+static void embedding_out_of_range(gllmk_dtype dtype) {
+  const char *what = label("embedding %s with ids -1 and vocab", dname(dtype));
+  const int64_t vocab = 50, dim = 24;
+  dev table = dev_random(dtype, SHAPE(vocab, dim), -2, 2);
+  const int32_t id_values[] = {3, -1, 49, 50, 0};
+  dev ids = dev_ints(SHAPE(5), id_values);
+  dev out = dev_output(dtype, SHAPE(5, dim));
+  double *expected = host_alloc((size_t)out.numel * sizeof *expected);
+  for (int64_t i = 0; i < 5; i++)
+    if (id_values[i] >= 0 && id_values[i] < vocab)
+      memcpy(expected + i * dim, table.host + id_values[i] * dim, (size_t)dim * sizeof *expected);
+  RUN_OP(gllmk_embedding(S.ctx, &(gllmk_embedding_args){&out.t, &table.t, &ids.t}), what);
+  gllmk_status first = gllmk_synchronize(S.ctx);
+  if (first != GLLMK_ERR_OUT_OF_RANGE)
+    conf_fail("%s: synchronize returned %s, expected GLLMK_ERR_OUT_OF_RANGE", what,
+              gllmk_status_string(first));
+  else if (!test_contains(gllmk_last_error(), "gllmk_embedding"))
+    conf_fail("%s: the error message \"%s\" does not name gllmk_embedding", what,
+              gllmk_last_error());
+  gllmk_status second = gllmk_synchronize(S.ctx);
+  if (second != GLLMK_OK)
+    conf_fail("%s: the second synchronize returned %s (%s), expected GLLMK_OK", what,
+              gllmk_status_string(second), gllmk_last_error());
+  dev_download(&out);
+  expect_equal(what, out.numel, out.host, expected);
+}
+
+static void conf_embedding(void) {
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
+    gllmk_dtype dtype = float_dtypes[d];
+    embedding_case(dtype, 1, 1, SHAPE(1));
+    embedding_case(dtype, 1000, 96, SHAPE(7));
+    embedding_case(dtype, 333, 40, SHAPE(2, 5));
+    embedding_case(dtype, S.quick ? 64 : 512, 4096, SHAPE(3));
+    embedding_out_of_range(dtype);
+  }
+}
+
+/* ------------------------------------------------------------ matmul */
+
+typedef struct matmul_problem {
+  int64_t batch0, batch1; /* leading dims of a, 0 = none */
+  int64_t m, n, k;
+  int32_t layout;
+  bool b_batched;
+  float alpha, beta;
+  bool bias;
+} matmul_problem;
+
+static shape batched(const matmul_problem *p, int64_t rows, int64_t cols) {
+  shape s = {0, {0}};
+  if (p->batch0) s.d[s.ndim++] = p->batch0;
+  if (p->batch1) s.d[s.ndim++] = p->batch1;
+  s.d[s.ndim++] = rows;
+  s.d[s.ndim++] = cols;
+  return s;
+}
+
+static void matmul_case(gllmk_dtype dtype, const matmul_problem *p) {
+  const char *what = label("matmul %s M=%lld N=%lld K=%lld batch=%lldx%lld %s%s alpha=%g "
+                           "beta=%g%s", dname(dtype), (long long)p->m, (long long)p->n,
+                           (long long)p->k, (long long)p->batch0, (long long)p->batch1,
+                           p->layout == GLLMK_B_NK ? "b[N,K]" : "b[K,N]",
+                           p->b_batched ? " batched b" : "", (double)p->alpha, (double)p->beta,
+                           p->bias ? " bias" : "");
+  bool nk = p->layout == GLLMK_B_NK;
+  dev a = dev_random(dtype, batched(p, p->m, p->k), -1, 1);
+  shape b_shape = p->b_batched ? batched(p, nk ? p->n : p->k, nk ? p->k : p->n)
+                               : SHAPE(nk ? p->n : p->k, nk ? p->k : p->n);
+  dev b = dev_random(dtype, b_shape, -1, 1);
+  dev bias = dev_random(dtype, SHAPE(p->n), -1, 1);
+  dev out = p->beta != 0.0f ? dev_random(dtype, batched(p, p->m, p->n), -1, 1)
+                            : dev_output(dtype, batched(p, p->m, p->n));
+  ref_matmul_problem rp = {
+      .batch = (p->batch0 ? p->batch0 : 1) * (p->batch1 ? p->batch1 : 1),
+      .m = p->m, .n = p->n, .k = p->k, .b_layout = p->layout, .b_batched = p->b_batched,
+      .alpha = p->alpha, .beta = p->beta};
+  double *ref = host_copy(out.host, out.numel);
+  ref_matmul(&rp, a.host, b.host, p->bias ? bias.host : NULL, ref);
+  RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){&out.t, &a.t, &b.t, p->bias ? &bias.t : NULL,
+                                                   p->alpha, p->beta, p->layout}),
+         what);
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+static void conf_matmul(void) {
+  const bool quick = S.quick;
+  const matmul_problem problems[] = {
+      /* batch0 batch1  M  N  K  layout  b_batched alpha beta bias */
+      {0, 0, 1, 1, 1, GLLMK_B_NK, false, 1.0f, 0.0f, false},
+      {0, 0, 1, 1, 1, GLLMK_B_KN, false, 1.0f, 0.0f, true},
+      {0, 0, 17, 45, 33, GLLMK_B_NK, false, 0.5f, 0.75f, true},
+      {0, 0, 17, 45, 33, GLLMK_B_KN, false, 0.5f, 0.75f, true},
+      {0, 0, 7, 13, 100, GLLMK_B_NK, false, -1.25f, 0.0f, false},
+      {0, 0, 64, 96, 128, GLLMK_B_KN, false, 1.0f, 1.0f, false},
+      {0, 0, 1, quick ? 256 : 4096, quick ? 1024 : 4096, GLLMK_B_NK, false, 1.0f, 0.0f, false},
+      {0, 0, 1, quick ? 200 : 1000, quick ? 512 : 4096, GLLMK_B_KN, false, 1.0f, 0.0f, true},
+      {0, 0, 1, 64, quick ? 3000 : 14336, GLLMK_B_NK, false, 1.0f, 0.0f, false},
+      {0, 0, quick ? 5 : 37, quick ? 40 : 300, quick ? 64 : 1024, GLLMK_B_NK, false, 1.0f,
+       0.0f, true},
+      {2, 3, 5, 24, 40, GLLMK_B_NK, false, 1.0f, 0.0f, true},
+      {2, 0, 9, 16, 24, GLLMK_B_NK, true, 1.0f, 0.0f, false},
+      {2, 0, 9, 16, 24, GLLMK_B_KN, true, 0.5f, 2.0f, true},
+      {3, 2, 1, 33, 8, GLLMK_B_KN, true, 1.0f, 0.0f, false},
+  };
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+    for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
+      matmul_case(float_dtypes[d], &problems[i]);
+}
+
+/* --------------------------------------------------------- attention */
+
+typedef struct attention_problem {
+  int64_t batch, sq, skv, hq, hkv, d;
+  int32_t causal;
+  const int32_t *kv_lens; /* NULL = all keys */
+  bool lse;
+} attention_problem;
+
+/* NaN over the keys past each sequence's length: padding must never be read. */
+static void poison_padding(dev *kv, const attention_problem *p) {
+  if (p->kv_lens == NULL) return;
+  for (int64_t b = 0; b < p->batch; b++)
+    for (int64_t j = p->kv_lens[b]; j < p->skv; j++)
+      for (int64_t e = 0; e < p->hkv * p->d; e++)
+        kv->host[(b * p->skv + j) * p->hkv * p->d + e] = NAN;
+  dev_upload(kv);
+}
+
+static void attention_case(gllmk_dtype dtype, const attention_problem *p) {
+  const char *what = label("attention %s B=%lld Sq=%lld Skv=%lld Hq=%lld Hkv=%lld D=%lld%s%s%s",
+                           dname(dtype), (long long)p->batch, (long long)p->sq,
+                           (long long)p->skv, (long long)p->hq, (long long)p->hkv,
+                           (long long)p->d, p->causal ? " causal" : "",
+                           p->kv_lens ? " kv_lens" : "", p->lse ? " lse" : "");
+  dev q = dev_random(dtype, SHAPE(p->batch, p->sq, p->hq, p->d), -1.5, 1.5);
+  dev k = dev_random(dtype, SHAPE(p->batch, p->skv, p->hkv, p->d), -1.5, 1.5);
+  dev v = dev_random(dtype, SHAPE(p->batch, p->skv, p->hkv, p->d), -1, 1);
+  poison_padding(&k, p);
+  poison_padding(&v, p);
+  dev lens = p->kv_lens ? dev_ints(SHAPE(p->batch), p->kv_lens) : q;
+  dev out = dev_output(dtype, SHAPE(p->batch, p->sq, p->hq, p->d));
+  dev lse = dev_output(GLLMK_F32, SHAPE(p->batch, p->hq, p->sq));
+  ref_attention_problem rp = {p->batch, p->sq, p->skv, p->hq, p->hkv, p->d,
+                              1.0 / sqrt((double)p->d), p->causal};
+  double *ref = host_alloc((size_t)out.numel * sizeof *ref);
+  double *ref_lse = host_alloc((size_t)lse.numel * sizeof *ref_lse);
+  ref_attention(&rp, q.host, k.host, v.host, p->kv_lens, ref, ref_lse);
+  RUN_OP(gllmk_attention(S.ctx, &(gllmk_attention_args){&out.t, &q.t, &k.t, &v.t,
+                                                         p->kv_lens ? &lens.t : NULL,
+                                                         p->lse ? &lse.t : NULL,
+                                                         (float)rp.scale, p->causal}),
+         what);
+  dev_download(&out);
+  expect_close(label("%s: out", what), dtype, out.numel, out.host, ref);
+  if (p->lse) {
+    dev_download(&lse);
+    /* lse is f32, but its inputs had dtype's precision. */
+    expect_close(label("%s: lse", what), dtype, lse.numel, lse.host, ref_lse);
+  }
+}
+
+static void conf_attention(void) {
+  const bool quick = S.quick;
+  static const int32_t ragged[] = {40, 17, 2}; /* 2 < Sq: rows that see no key */
+  static const int32_t decode_lens[] = {300, 1};
+  const attention_problem problems[] = {
+      /* B  Sq  Skv  Hq  Hkv  D  causal kv_lens lse */
+      {1, 1, 1, 1, 1, 8, 1, NULL, true},
+      {1, 37, 37, 2, 2, 64, 0, NULL, false},
+      {1, 37, 37, 2, 2, 64, 1, NULL, true},
+      {2, quick ? 16 : 64, quick ? 16 : 64, quick ? 8 : 32, quick ? 2 : 8, 128, 1, NULL, true},
+      {1, 5, 50, 4, 1, 64, 1, NULL, true}, /* MQA, Sq < Skv */
+      {3, 4, 40, 4, 2, 64, 1, ragged, true},
+      {3, 4, 40, 4, 2, 64, 0, ragged, true},
+      {2, 1, 300, 4, 2, 8, 1, decode_lens, true},
+      {2, 1, 300, 4, 2, 256, 0, decode_lens, false},
+      {1, 1, quick ? 200 : 1000, quick ? 8 : 32, quick ? 2 : 8, 128, 1, NULL, true},
+      {1, 9, 23, 6, 3, 256, 1, NULL, true},
+      {2, 3, 19, 2, 1, 24, 1, NULL, false},
+  };
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+    for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
+      attention_case(float_dtypes[d], &problems[i]);
+}
+
+/* --------------------------------------------------------- kv_append */
+
+typedef struct kv_cache {
+  dev k, v;
+  int64_t blocks, block_size, hkv, d;
+} kv_cache;
+
+/* Caches holding `fill_nan` ? NaN : random values everywhere. */
+static kv_cache kv_cache_new(gllmk_dtype dtype, int64_t blocks, int64_t block_size, int64_t hkv,
+                             int64_t d, bool fill_nan) {
+  kv_cache c = {.blocks = blocks, .block_size = block_size, .hkv = hkv, .d = d};
+  shape s = SHAPE(blocks, block_size, hkv, d);
+  if (fill_nan) {
+    c.k = dev_output(dtype, s);
+    c.v = dev_output(dtype, s);
+    for (int64_t i = 0; i < c.k.numel; i++) c.k.host[i] = c.v.host[i] = NAN;
+  } else {
+    c.k = dev_random(dtype, s, -1, 1);
+    c.v = dev_random(dtype, s, -1, 1);
+  }
+  return c;
+}
+
+static void kv_append_case(gllmk_dtype dtype, int64_t tokens, bool out_of_range) {
+  const char *what = label("kv_append %s T=%lld%s", dname(dtype), (long long)tokens,
+                           out_of_range ? " with an out-of-range slot" : " with a padding slot");
+  kv_cache c = kv_cache_new(dtype, 7, 16, 2, 64, false);
+  int64_t slot_count = c.blocks * c.block_size, row = c.hkv * c.d;
+  int32_t *order = host_alloc((size_t)slot_count * sizeof *order);
+  test_rng_permutation(&S.rng, order, slot_count);
+  int32_t *slots = host_alloc((size_t)tokens * sizeof *slots);
+  for (int64_t t = 0; t < tokens; t++) slots[t] = order[t];
+  slots[tokens / 2] = -1; /* padding: skipped */
+  if (out_of_range) slots[tokens - 1] = (int32_t)slot_count;
+  dev k = dev_random(dtype, SHAPE(tokens, c.hkv, c.d), -1, 1);
+  dev v = dev_random(dtype, SHAPE(tokens, c.hkv, c.d), -1, 1);
+  dev slot_t = dev_ints(SHAPE(tokens), slots);
+  double *k_expected = host_copy(c.k.host, c.k.numel);
+  double *v_expected = host_copy(c.v.host, c.v.numel);
+  for (int64_t t = 0; t < tokens; t++) {
+    if (slots[t] < 0 || slots[t] >= slot_count) continue;
+    memcpy(k_expected + slots[t] * row, k.host + t * row, (size_t)row * sizeof(double));
+    memcpy(v_expected + slots[t] * row, v.host + t * row, (size_t)row * sizeof(double));
+  }
+  RUN_OP(gllmk_kv_append(S.ctx, &(gllmk_kv_append_args){&c.k.t, &c.v.t, &k.t, &v.t, &slot_t.t}),
+         what);
+  gllmk_status sync = gllmk_synchronize(S.ctx);
+  gllmk_status expected = out_of_range ? GLLMK_ERR_OUT_OF_RANGE : GLLMK_OK;
+  if (sync != expected)
+    conf_fail("%s: synchronize returned %s (%s), expected %s", what, gllmk_status_string(sync),
+              gllmk_last_error(), gllmk_status_string(expected));
+  else if (out_of_range && !test_contains(gllmk_last_error(), "gllmk_kv_append"))
+    conf_fail("%s: the error message \"%s\" does not name gllmk_kv_append", what,
+              gllmk_last_error());
+  if (out_of_range && (sync = gllmk_synchronize(S.ctx)) != GLLMK_OK)
+    conf_fail("%s: the second synchronize returned %s", what, gllmk_status_string(sync));
+  dev_download(&c.k);
+  dev_download(&c.v);
+  expect_equal(label("%s: k_cache", what), c.k.numel, c.k.host, k_expected);
+  expect_equal(label("%s: v_cache", what), c.v.numel, c.v.host, v_expected);
+}
+
+static void conf_kv_append(void) {
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
+    kv_append_case(float_dtypes[d], 2, false);
+    kv_append_case(float_dtypes[d], 37, false);
+    kv_append_case(float_dtypes[d], 37, true);
+  }
+}
+
+/* --------------------------------------------------- paged_attention */
+
+/* B sequences in a paged cache: sequence b owns blocks table[b][0..]. */
+typedef struct paged_batch {
+  int64_t batch, max_blocks;
+  const int32_t *seq_lens, *q_lens;
+  int32_t *table;    /* [batch, max_blocks] */
+  int32_t *q_starts; /* [batch + 1] */
+} paged_batch;
+
+/* Shuffled blocks for every sequence; the rest of the table holds other
+ * (valid) block numbers that must never be read. */
+static paged_batch paged_layout(const int32_t *seq_lens, const int32_t *q_lens, int64_t batch,
+                                const kv_cache *c) {
+  paged_batch pb = {.batch = batch, .seq_lens = seq_lens, .q_lens = q_lens};
+  for (int64_t b = 0; b < batch; b++) {
+    int64_t need = (seq_lens[b] + c->block_size - 1) / c->block_size;
+    if (need > pb.max_blocks) pb.max_blocks = need;
+  }
+  pb.max_blocks += 1;
+  int32_t *order = host_alloc((size_t)c->blocks * sizeof *order);
+  test_rng_permutation(&S.rng, order, c->blocks);
+  pb.table = host_alloc((size_t)(batch * pb.max_blocks) * sizeof *pb.table);
+  pb.q_starts = host_alloc((size_t)(batch + 1) * sizeof *pb.q_starts);
+  int64_t next = 0;
+  for (int64_t b = 0; b < batch; b++) {
+    int64_t need = (seq_lens[b] + c->block_size - 1) / c->block_size;
+    for (int64_t i = 0; i < pb.max_blocks; i++)
+      pb.table[b * pb.max_blocks + i] =
+          i < need ? order[next++] : (int32_t)test_rng_int(&S.rng, 0, c->blocks - 1);
+    pb.q_starts[b + 1] = pb.q_starts[b] + q_lens[b];
+  }
+  ck_assert_int_le(next, c->blocks);
+  return pb;
+}
+
+static int64_t paged_slot(const paged_batch *pb, const kv_cache *c, int64_t b, int64_t pos) {
+  return (int64_t)pb->table[b * pb->max_blocks + pos / c->block_size] * c->block_size +
+         pos % c->block_size;
+}
+
+typedef struct paged_problem {
+  int64_t hq, hkv, d, block_size;
+  int64_t batch;
+  int32_t seq_lens[4], q_lens[4];
+  const char *name;
+} paged_problem;
+
+static void paged_case(gllmk_dtype dtype, const paged_problem *p) {
+  const char *what = label("paged_attention %s %s Hq=%lld Hkv=%lld D=%lld block=%lld",
+                           dname(dtype), p->name, (long long)p->hq, (long long)p->hkv,
+                           (long long)p->d, (long long)p->block_size);
+  int64_t blocks = 0, total_q = 0, row = p->hkv * p->d;
+  for (int64_t b = 0; b < p->batch; b++) {
+    blocks += (p->seq_lens[b] + p->block_size - 1) / p->block_size;
+    total_q += p->q_lens[b];
+  }
+  kv_cache c = kv_cache_new(dtype, blocks + 3, p->block_size, p->hkv, p->d, true);
+  paged_batch pb = paged_layout(p->seq_lens, p->q_lens, p->batch, &c);
+  dev q = dev_random(dtype, SHAPE(total_q, p->hq, p->d), -1.5, 1.5);
+  dev out = dev_output(dtype, SHAPE(total_q, p->hq, p->d));
+  double *ref = host_alloc((size_t)out.numel * sizeof *ref);
+  double scale = 1.0 / sqrt((double)p->d);
+  /* Each sequence's keys and values go to its blocks; the rest stays NaN. */
+  for (int64_t b = 0; b < p->batch; b++)
+    for (int64_t pos = 0; pos < p->seq_lens[b]; pos++) {
+      int64_t slot = paged_slot(&pb, &c, b, pos);
+      for (int64_t e = 0; e < row; e++) {
+        c.k.host[slot * row + e] = test_rng_uniform(&S.rng, -1.5, 1.5);
+        c.v.host[slot * row + e] = test_rng_uniform(&S.rng, -1, 1);
+      }
+    }
+  dev_upload(&c.k);
+  dev_upload(&c.v);
+  for (int64_t b = 0; b < p->batch; b++) {
+    int64_t len = p->seq_lens[b], q_row = p->hq * p->d;
+    double *k = host_alloc((size_t)(len * row) * sizeof *k);
+    double *v = host_alloc((size_t)(len * row) * sizeof *v);
+    for (int64_t pos = 0; pos < len; pos++) {
+      int64_t slot = paged_slot(&pb, &c, b, pos);
+      memcpy(k + pos * row, c.k.host + slot * row, (size_t)row * sizeof *k);
+      memcpy(v + pos * row, c.v.host + slot * row, (size_t)row * sizeof *v);
+    }
+    ref_attention_problem rp = {1, p->q_lens[b], len, p->hq, p->hkv, p->d, scale, 1};
+    ref_attention(&rp, q.host + pb.q_starts[b] * q_row, k, v, NULL, ref + pb.q_starts[b] * q_row,
+                  NULL);
+  }
+  dev table = dev_ints(SHAPE(p->batch, pb.max_blocks), pb.table);
+  dev starts = dev_ints(SHAPE(p->batch + 1), pb.q_starts);
+  dev lens = dev_ints(SHAPE(p->batch), p->seq_lens);
+  RUN_OP(gllmk_paged_attention(S.ctx, &(gllmk_paged_attention_args){
+                                          &out.t, &q.t, &c.k.t, &c.v.t, &table.t, &starts.t,
+                                          &lens.t, (float)scale}),
+         what);
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+/* The same sequences through attention (contiguous, kv_lens, causal) and
+ * through kv_append + paged_attention must agree. */
+static void attention_vs_paged(gllmk_dtype dtype) {
+  const char *what = label("attention vs kv_append+paged_attention %s", dname(dtype));
+  const int64_t batch = 3, sq = 4, skv = 40, hq = 8, hkv = 2, d = 64;
+  static const int32_t lens[] = {4, 19, 40}, q_lens[] = {4, 4, 4};
+  attention_problem ap = {batch, sq, skv, hq, hkv, d, 1, lens, false};
+  dev q = dev_random(dtype, SHAPE(batch, sq, hq, d), -1.5, 1.5);
+  dev k = dev_random(dtype, SHAPE(batch, skv, hkv, d), -1.5, 1.5);
+  dev v = dev_random(dtype, SHAPE(batch, skv, hkv, d), -1, 1);
+  poison_padding(&k, &ap);
+  poison_padding(&v, &ap);
+  dev kv_lens = dev_ints(SHAPE(batch), lens);
+  dev out_contiguous = dev_output(dtype, SHAPE(batch, sq, hq, d));
+  float scale = 1.0f / sqrtf((float)d);
+  RUN_OP(gllmk_attention(S.ctx, &(gllmk_attention_args){&out_contiguous.t, &q.t, &k.t, &v.t,
+                                                         &kv_lens.t, NULL, scale, 1}),
+         what);
+
+  kv_cache c = kv_cache_new(dtype, 12, 8, hkv, d, true);
+  paged_batch pb = paged_layout(lens, q_lens, batch, &c);
+  int32_t *slots = host_alloc((size_t)(batch * skv) * sizeof *slots);
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t pos = 0; pos < skv; pos++)
+      slots[b * skv + pos] = pos < lens[b] ? (int32_t)paged_slot(&pb, &c, b, pos) : -1;
+  dev slot_t = dev_ints(SHAPE(batch * skv), slots);
+  gllmk_tensor k_rows = reshape(&k.t, SHAPE(batch * skv, hkv, d));
+  gllmk_tensor v_rows = reshape(&v.t, SHAPE(batch * skv, hkv, d));
+  RUN_OP(gllmk_kv_append(S.ctx, &(gllmk_kv_append_args){&c.k.t, &c.v.t, &k_rows, &v_rows,
+                                                         &slot_t.t}),
+         what);
+  dev table = dev_ints(SHAPE(batch, pb.max_blocks), pb.table);
+  dev starts = dev_ints(SHAPE(batch + 1), pb.q_starts);
+  dev seq_lens = dev_ints(SHAPE(batch), lens);
+  gllmk_tensor q_rows = reshape(&q.t, SHAPE(batch * sq, hq, d));
+  dev out_paged = dev_output(dtype, SHAPE(batch * sq, hq, d));
+  RUN_OP(gllmk_paged_attention(S.ctx, &(gllmk_paged_attention_args){
+                                          &out_paged.t, &q_rows, &c.k.t, &c.v.t, &table.t,
+                                          &starts.t, &seq_lens.t, scale}),
+         what);
+  dev_download(&out_contiguous);
+  dev_download(&out_paged);
+  expect_close(what, dtype, out_paged.numel, out_paged.host, out_contiguous.host);
+}
+
+static void conf_paged_attention(void) {
+  const bool quick = S.quick;
+  const paged_problem problems[] = {
+      {8, 2, 64, 16, 3, {1, 16, 33}, {1, 1, 1}, "decode"},
+      {8, 2, 64, 16, 4, {37, 50, 70, 20}, {1, 16, 30, 20},
+       "decode + chunked prefill + prefill after prefix + prefill"},
+      {4, 4, 128, 5, 2, {23, 9}, {7, 9}, "odd block size"},
+      {quick ? 8 : 32, quick ? 2 : 8, 128, 16, 2, {quick ? 40 : 300, 17}, {1, 17},
+       "GQA decode and prefill"},
+      {4, 1, 256, 16, 1, {45}, {45}, "MQA prefill D=256"},
+      {2, 1, 8, 4, 2, {3, 1}, {2, 1}, "tiny D=8"},
+  };
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
+    for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
+      paged_case(float_dtypes[d], &problems[i]);
+    attention_vs_paged(float_dtypes[d]);
+  }
+}
+
+/* ------------------------------------------------------------ argmax */
+
+static int64_t argmax_of(const double *row, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; i++)
+    if (row[i] > row[best]) best = i;
+  return best;
+}
+
+static void argmax_case(gllmk_dtype dtype, shape logits_shape, bool ties) {
+  const char *what = label("argmax %s %s%s", dname(dtype), shape_text(logits_shape),
+                           ties ? " with tied maxima" : "");
+  int64_t rows, vocab;
+  rows_cols(logits_shape, &rows, &vocab);
+  dev logits = dev_new(dtype, logits_shape);
+  for (int64_t i = 0; i < logits.numel; i++) logits.host[i] = test_rng_uniform(&S.rng, -10, 10);
+  for (int64_t r = 0; ties && r < rows; r++)
+    for (int copies = 0; copies < 3; copies++)
+      logits.host[r * vocab + test_rng_int(&S.rng, 0, vocab - 1)] = 12.0;
+  dev_upload(&logits);
+  shape out_shape = logits_shape;
+  out_shape.ndim--;
+  if (out_shape.ndim == 0) out_shape = SHAPE(1);
+  dev out = dev_output(GLLMK_I32, out_shape);
+  double *expected = host_alloc((size_t)rows * sizeof *expected);
+  for (int64_t r = 0; r < rows; r++) expected[r] = (double)argmax_of(logits.host + r * vocab, vocab);
+  RUN_OP(gllmk_argmax(S.ctx, &(gllmk_argmax_args){&out.t, &logits.t}), what);
+  dev_download(&out);
+  expect_equal(what, rows, out.host, expected);
+}
+
+static void conf_argmax(void) {
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
+    gllmk_dtype dtype = float_dtypes[d];
+    argmax_case(dtype, SHAPE(1, 1), false);
+    argmax_case(dtype, SHAPE(3, 7), false);
+    argmax_case(dtype, SHAPE(5, 1000), true);
+    argmax_case(dtype, SHAPE(2, 3, 100), true);
+    argmax_case(dtype, SHAPE(4, S.quick ? 5000 : 32000), false);
+    argmax_case(dtype, SHAPE(2, S.quick ? 5000 : 151936), true);
+  }
+}
+
+/* ------------------------------------------------------------ sample */
+
+typedef struct sample_params {
+  float temperature, top_p, min_p;
+  int32_t top_k;
+} sample_params;
+
+static gllmk_status run_sample(const dev *out, const dev *logits, const sample_params *sp,
+                               uint64_t seed, uint64_t offset) {
+  return gllmk_sample(S.ctx, &(gllmk_sample_args){&out->t, &logits->t, sp->temperature,
+                                                  sp->top_p, sp->min_p, sp->top_k, seed, offset});
+}
+
+static int64_t count_differences(const double *a, const double *b, int64_t n) {
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; i++) differ += a[i] != b[i];
+  return differ;
+}
+
+/* Same (seed, offset) -> same tokens; another offset or seed -> others. */
+static void sample_determinism(gllmk_dtype dtype) {
+  const char *what = label("sample %s determinism", dname(dtype));
+  const int64_t rows = 64, vocab = 1000;
+  const sample_params sp = {1.0f, 1.0f, 0.0f, 0};
+  dev logits = dev_random(dtype, SHAPE(rows, vocab), -3, 3);
+  dev first = dev_output(GLLMK_I32, SHAPE(rows));
+  dev again = dev_output(GLLMK_I32, SHAPE(rows));
+  dev next_offset = dev_output(GLLMK_I32, SHAPE(rows));
+  dev next_seed = dev_output(GLLMK_I32, SHAPE(rows));
+  RUN_OP(run_sample(&first, &logits, &sp, 1234, 7), what);
+  RUN_OP(run_sample(&again, &logits, &sp, 1234, 7), what);
+  RUN_OP(run_sample(&next_offset, &logits, &sp, 1234, 8), what);
+  RUN_OP(run_sample(&next_seed, &logits, &sp, 1235, 7), what);
+  dev_download(&first);
+  dev_download(&again);
+  dev_download(&next_offset);
+  dev_download(&next_seed);
+  for (int64_t r = 0; r < rows; r++)
+    if (!(first.host[r] >= 0 && first.host[r] < vocab)) {
+      conf_fail("%s: row %lld drew token %g, outside [0, %lld)", what, (long long)r,
+                first.host[r], (long long)vocab);
+      return;
+    }
+  expect_equal(label("%s: same seed and offset", what), rows, again.host, first.host);
+  /* Rows of ~uniform 1000-way draws: all 64 equal by chance is impossible. */
+  if (count_differences(first.host, next_offset.host, rows) == 0)
+    conf_fail("%s: offset 8 drew exactly the tokens of offset 7", what);
+  if (count_differences(first.host, next_seed.host, rows) == 0)
+    conf_fail("%s: seed 1235 drew exactly the tokens of seed 1234", what);
+  if (count_differences(first.host, first.host + 1, rows - 1) == 0)
+    conf_fail("%s: every row drew the same token", what);
+}
+
+/* Settings that leave only the most likely token must give argmax. */
+static void sample_greedy(gllmk_dtype dtype, const sample_params *sp, const char *name) {
+  const char *what = label("sample %s %s = argmax", dname(dtype), name);
+  const int64_t rows = 16, vocab = 517;
+  dev logits = dev_random(dtype, SHAPE(rows, vocab), -5, 5);
+  dev out = dev_output(GLLMK_I32, SHAPE(rows));
+  double *expected = host_alloc((size_t)rows * sizeof *expected);
+  for (int64_t r = 0; r < rows; r++) expected[r] = (double)argmax_of(logits.host + r * vocab, vocab);
+  RUN_OP(run_sample(&out, &logits, sp, test_rng_next(&S.rng), 3), what);
+  dev_download(&out);
+  expect_equal(what, rows, out.host, expected);
+}
+
+/* Logits whose filtered distribution has every filter decision at least
+ * `margin` away from its threshold, and no two equal values. */
+static double *sample_logits(gllmk_dtype dtype, int64_t vocab, const ref_sample_filter *f,
+                             double *probs) {
+  double *logits = host_alloc((size_t)vocab * sizeof *logits);
+  for (int attempt = 0; attempt < 10000; attempt++) {
+    for (int64_t i = 0; i < vocab; i++)
+      logits[i] = test_round(dtype, test_rng_uniform(&S.rng, -2.5, 2.5));
+    bool distinct = true;
+    for (int64_t i = 0; i < vocab && distinct; i++)
+      for (int64_t j = i + 1; j < vocab; j++) distinct = distinct && logits[i] != logits[j];
+    if (distinct && ref_sample_probs(vocab, logits, f, probs) >= 0.02) return logits;
+  }
+  ck_abort_msg("no logits with clear filter margins found (seed %llu)",
+               (unsigned long long)test_opts.seed);
+  return NULL;
+}
+
+/* Draws many tokens from one small distribution (one row per draw, many
+ * seeds and offsets) and compares their frequencies with the filtered
+ * distribution computed in double: each frequency within 6 standard
+ * deviations (+1/N) of its probability (a false failure about once in 1e8
+ * runs), and never a token the filters removed. */
+static void sample_statistics(gllmk_dtype dtype, const sample_params *sp) {
+  const char *what = label("sample %s statistics temperature=%g top_k=%d top_p=%g min_p=%g",
+                           dname(dtype), (double)sp->temperature, sp->top_k, (double)sp->top_p,
+                           (double)sp->min_p);
+  enum { VOCAB = 12 };
+  const int64_t rows = S.quick ? 1024 : 4096, calls = S.quick ? 4 : 8;
+  ref_sample_filter f = {sp->temperature, sp->top_p, sp->min_p, sp->top_k};
+  double probs[VOCAB];
+  double *row = sample_logits(dtype, VOCAB, &f, probs);
+  dev logits = dev_new(dtype, SHAPE(rows, VOCAB));
+  for (int64_t r = 0; r < rows; r++) memcpy(logits.host + r * VOCAB, row, sizeof probs);
+  dev_upload(&logits);
+  dev out = dev_output(GLLMK_I32, SHAPE(rows));
+  int64_t counts[VOCAB] = {0}, total = rows * calls;
+  uint64_t seed = test_rng_next(&S.rng);
+  for (int64_t call = 0; call < calls; call++) {
+    RUN_OP(run_sample(&out, &logits, sp, seed + (uint64_t)(call % 2), (uint64_t)call * 1000003u),
+           what);
+    dev_download(&out);
+    for (int64_t r = 0; r < rows; r++) {
+      double token = out.host[r];
+      if (!(token >= 0 && token < VOCAB)) {
+        conf_fail("%s: drew token %g, outside [0, %d)", what, token, VOCAB);
+        return;
+      }
+      counts[(int)token]++;
+    }
+  }
+  for (int i = 0; i < VOCAB; i++) {
+    double freq = (double)counts[i] / (double)total;
+    double bound = 6.0 * sqrt(probs[i] * (1.0 - probs[i]) / (double)total) + 1.0 / (double)total;
+    if (probs[i] == 0.0 && counts[i] != 0)
+      conf_fail("%s: token %d was filtered out but drawn %lld times", what, i,
+                (long long)counts[i]);
+    else if (fabs(freq - probs[i]) > bound)
+      conf_fail("%s: token %d drawn with frequency %.5f, expected %.5f +- %.5f (N=%lld)", what,
+                i, freq, probs[i], bound, (long long)total);
+  }
+}
+
+static void conf_sample(void) {
+  const sample_params filters[] = {
+      {1.0f, 1.0f, 0.0f, 0},   {0.7f, 1.0f, 0.0f, 5},   {1.0f, 0.8f, 0.0f, 0},
+      {1.0f, 1.0f, 0.15f, 0},  {1.3f, 0.9f, 0.05f, 8},  {0.5f, 0.6f, 0.0f, 10},
+      {2.0f, 0.95f, 0.3f, 0},
+  };
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
+    gllmk_dtype dtype = float_dtypes[d];
+    sample_determinism(dtype);
+    sample_greedy(dtype, &(sample_params){0.0f, 1.0f, 0.0f, 0}, "temperature 0");
+    sample_greedy(dtype, &(sample_params){0.8f, 1.0f, 0.0f, 1}, "top_k 1");
+    sample_greedy(dtype, &(sample_params){0.0f, 0.5f, 0.2f, 40}, "temperature 0 with filters");
+    if (dtype == GLLMK_F32) { /* no ties at the top in f32 random logits */
+      sample_greedy(dtype, &(sample_params){1.0f, 1e-6f, 0.0f, 0}, "top_p 1e-6");
+      sample_greedy(dtype, &(sample_params){1.0f, 1.0f, 1.0f, 0}, "min_p 1");
+    }
+    for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++)
+      sample_statistics(dtype, &filters[i]);
+  }
+}
+
+/* ============================================================ driver */
+
+/* One entry per op of gllmk_ops.def: an op without a conformance case here
+ * does not compile. */
+static void (*const conf_cases[GLLMK_OP_COUNT])(void) = {
+#define GLLMK_OP(name) conf_##name,
+#include "gllmk/gllmk_ops.def"
+};
+
+static void setup(void) { memset(&S, 0, sizeof S); }
+
+static void teardown(void) {
+  if (S.ctx) gllmk_context_destroy(S.ctx);
+  for (size_t i = 0; i < S.alloc_count; i++) free(S.allocs[i]);
+  free(S.allocs);
+  memset(&S, 0, sizeof S);
+}
+
+/* Loop index = backend * GLLMK_OP_COUNT + op. */
+START_TEST(op_conformance) {
+  int backend = _i / GLLMK_OP_COUNT;
+  gllmk_op op = (gllmk_op)(_i % GLLMK_OP_COUNT);
+  S.backend = backend_names[backend];
+  S.op = gllmk_op_name(op);
+  S.quick = test_opts.quick || backend_is_software[backend];
+  S.rng = test_rng_for((uint64_t)_i);
+  gllmk_context_options options = {.backend = S.backend};
+  must(gllmk_context_create(&options, &S.ctx), "gllmk_context_create");
+  ck_assert_str_eq(gllmk_context_backend(S.ctx), S.backend);
+  conf_cases[op]();
+  ck_assert_msg(S.failures == 0, "%s on %s: %d sub-case(s) failed (listed above); seed %llu",
+                S.op, S.backend, S.failures, (unsigned long long)test_opts.seed);
+}
+END_TEST
+
+/* An emulated device (lavapipe) runs every case at the --quick sizes: it
+ * is there for coverage, and full sizes would take it many minutes.
+ * --skip-software leaves it out (valgrind runs: a JIT under valgrind takes
+ * an hour). */
+static void add_backend(const gllmk_discovery *discovery, uint32_t index, const char *name) {
+  gllmk_device_info info;
+  bool software = gllmk_discovery_device(discovery, index, 0, &info) == GLLMK_OK &&
+                  (info.flags & GLLMK_DEVICE_SOFTWARE);
+  if (software && test_opts.skip_software) {
+    printf("skipped: %s: software device (%s), --skip-software\n", name, info.name);
+    return;
+  }
+  backend_is_software[backend_count] = software;
+  snprintf(backend_names[backend_count++], sizeof backend_names[0], "%s", name);
+  if (software && !test_opts.quick)
+    printf("conformance: %s runs on a software device (%s): quick sizes\n", name, info.name);
+}
+
+/* Backends with a device run the suite; the others are reported skipped. */
+static void find_backends(void) {
+  gllmk_discovery *discovery;
+  gllmk_status status = gllmk_discover(NULL, &discovery);
+  if (status != GLLMK_OK) {
+    fprintf(stderr, "gllmk_discover: %s: %s\n", gllmk_status_string(status), gllmk_last_error());
+    exit(EXIT_FAILURE);
+  }
+  for (uint32_t i = 0; i < gllmk_discovery_plugin_count(discovery); i++) {
+    const gllmk_plugin_record *r = gllmk_discovery_plugin(discovery, i);
+    bool usable = r->state == GLLMK_PLUGIN_SELECTED || r->state == GLLMK_PLUGIN_AVAILABLE;
+    if (test_opts.backend && strcmp(r->name, test_opts.backend) != 0)
+      printf("skipped: %s: not the --backend asked for\n", r->name[0] ? r->name : r->path);
+    else if (usable && backend_count < MAX_BACKENDS)
+      add_backend(discovery, i, r->name);
+    else
+      printf("skipped: %s: %s: %s\n", r->name[0] ? r->name : r->path,
+             gllmk_plugin_state_name((gllmk_plugin_state)r->state), r->reason);
+  }
+  gllmk_discovery_free(discovery);
+}
+
+int main(int argc, char **argv) {
+  test_parse_args(argc, argv);
+  find_backends();
+  printf("conformance: seed %llu%s, backends:", (unsigned long long)test_opts.seed,
+         test_opts.quick ? " (quick sizes)" : "");
+  for (int b = 0; b < backend_count; b++) printf(" %s", backend_names[b]);
+  printf("\n");
+  fflush(stdout);
+  if (backend_count == 0) {
+    fprintf(stderr, "conformance: no backend has a device; nothing was tested\n");
+    return EXIT_FAILURE;
+  }
+  Suite *suite = suite_create("conformance");
+  for (int b = 0; b < backend_count; b++) {
+    TCase *tc = test_tcase(backend_names[b]);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_loop_test(tc, op_conformance, b * GLLMK_OP_COUNT, (b + 1) * GLLMK_OP_COUNT);
+    suite_add_tcase(suite, tc);
+  }
+  return test_run_suite(suite);
+}

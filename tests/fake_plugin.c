@@ -1,0 +1,188 @@
+/*
+ * fake_plugin.c - small plugins for the discovery tests, one source built
+ * once per variant (tests/tests.mk passes -DFAKE_VARIANT_<NAME>):
+ *
+ *   VULKAN       "fakevk": a third-party backend of kind VULKAN with one
+ *                hardware device; memory ops and fill on malloc'ed memory.
+ *   SOFTWARE     "fakesw": the same, but its device is a software device.
+ *   NODEVICE     "fakenodev": probes fine and finds no device.
+ *   WRONGABI     "fakeabi": built for the next ABI major version.
+ *   NOENTRY      exports no gllmk_plugin_entry.
+ *   SMALLSTRUCT  "fakesmall": a descriptor with a too-small struct_size.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gllmk/gllmk_plugin.h"
+
+#define FAKE_ABI GLLMK_PLUGIN_ABI_VERSION
+#define FAKE_STRUCT_SIZE sizeof(gllmk_plugin)
+#define FAKE_DEVICE_FLAGS 0u
+#define FAKE_KIND GLLMK_BACKEND_VULKAN
+
+#if defined(FAKE_VARIANT_VULKAN)
+#define FAKE_NAME "fakevk"
+#elif defined(FAKE_VARIANT_SOFTWARE)
+#define FAKE_NAME "fakesw"
+#undef FAKE_DEVICE_FLAGS
+#define FAKE_DEVICE_FLAGS GLLMK_DEVICE_SOFTWARE
+#elif defined(FAKE_VARIANT_NODEVICE)
+#define FAKE_NAME "fakenodev"
+#define FAKE_NO_DEVICE_REASON "fake: this test machine has no such device"
+#undef FAKE_KIND
+#define FAKE_KIND GLLMK_BACKEND_CUDA
+#elif defined(FAKE_VARIANT_WRONGABI)
+#define FAKE_NAME "fakeabi"
+#undef FAKE_ABI
+#define FAKE_ABI ((GLLMK_PLUGIN_ABI_MAJOR + 1) << 16)
+#elif defined(FAKE_VARIANT_NOENTRY)
+#define FAKE_NAME "fakenoentry"
+#elif defined(FAKE_VARIANT_SMALLSTRUCT)
+#define FAKE_NAME "fakesmall"
+#undef FAKE_STRUCT_SIZE
+#define FAKE_STRUCT_SIZE 16u
+#else
+#error "define one FAKE_VARIANT_*"
+#endif
+
+static const gllmk_plugin_host *host;
+
+struct gllmk_plugin_device {
+  int open;
+};
+
+static gllmk_status fake_probe(const gllmk_plugin_host *h, uint32_t *out_count, char *reason,
+                               size_t reason_size) {
+  host = h;
+#ifdef FAKE_NO_DEVICE_REASON
+  *out_count = 0;
+  snprintf(reason, reason_size, "%s", FAKE_NO_DEVICE_REASON);
+#else
+  (void)reason;
+  (void)reason_size;
+  *out_count = 1;
+#endif
+  return GLLMK_OK;
+}
+
+static gllmk_status fake_device_info(uint32_t index, gllmk_device_info *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->name, sizeof out->name, "Fake device %u", index);
+  snprintf(out->arch, sizeof out->arch, "fake");
+  out->memory_bytes = 1u << 30;
+  out->compute_units = 1;
+  out->flags = FAKE_DEVICE_FLAGS;
+  return GLLMK_OK;
+}
+
+static gllmk_status fake_open(const gllmk_plugin_open_options *options,
+                              gllmk_plugin_device **out_device) {
+  (void)options;
+  gllmk_plugin_device *device = calloc(1, sizeof *device);
+  if (device == NULL) return host->fail(GLLMK_ERR_OUT_OF_MEMORY, "fake: out of memory");
+  device->open = 1;
+  *out_device = device;
+  return GLLMK_OK;
+}
+
+static void fake_close(gllmk_plugin_device *device) { free(device); }
+
+static gllmk_status fake_synchronize(gllmk_plugin_device *device) {
+  (void)device;
+  return GLLMK_OK;
+}
+
+static gllmk_status fake_alloc(gllmk_plugin_device *device, uint64_t size,
+                               gllmk_plugin_memory **out_memory) {
+  (void)device;
+  void *p = malloc(size);
+  if (p == NULL) return host->fail(GLLMK_ERR_OUT_OF_MEMORY, "fake: malloc(%llu) failed",
+                                   (unsigned long long)size);
+  *out_memory = p;
+  return GLLMK_OK;
+}
+
+static void fake_free(gllmk_plugin_device *device, gllmk_plugin_memory *memory) {
+  (void)device;
+  free(memory);
+}
+
+static gllmk_status fake_write(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
+                               uint64_t offset, const void *src, uint64_t size) {
+  (void)device;
+  memcpy((char *)dst + offset, src, size);
+  return GLLMK_OK;
+}
+
+static gllmk_status fake_read(gllmk_plugin_device *device, gllmk_plugin_memory *src,
+                              uint64_t offset, void *dst, uint64_t size) {
+  (void)device;
+  memcpy(dst, (const char *)src + offset, size);
+  return GLLMK_OK;
+}
+
+static gllmk_status fake_copy(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
+                              uint64_t dst_offset, gllmk_plugin_memory *src, uint64_t src_offset,
+                              uint64_t size) {
+  (void)device;
+  memcpy((char *)dst + dst_offset, (const char *)src + src_offset, size);
+  return GLLMK_OK;
+}
+
+static gllmk_status fake_fill_bytes(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
+                                    uint64_t offset, uint64_t size, uint8_t value) {
+  (void)device;
+  memset((char *)dst + offset, value, size);
+  return GLLMK_OK;
+}
+
+/* f32 and i32 only: enough for the tests that run an op on a fake. */
+static gllmk_status fake_fill(gllmk_plugin_device *device, const gllmk_fill_args *args) {
+  (void)device;
+  const gllmk_tensor *out = args->out;
+  if (out->dtype != GLLMK_F32 && out->dtype != GLLMK_I32)
+    return host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_fill: the fake plugin fills f32 and i32 only");
+  gllmk_plugin_rows rows = gllmk_plugin_as_rows(out);
+  char *base = (char *)gllmk_plugin_tensor_memory(out) + out->offset;
+  for (int64_t r = 0; r < rows.rows; r++)
+    for (int64_t c = 0; c < rows.cols; c++) {
+      void *at = base + (size_t)(r * rows.row_stride + c) * 4u;
+      if (out->dtype == GLLMK_F32) {
+        memcpy(at, &args->value, 4);
+      } else {
+        int32_t v = (int32_t)args->value;
+        memcpy(at, &v, 4);
+      }
+    }
+  return GLLMK_OK;
+}
+
+static const gllmk_plugin fake_plugin = {
+    .struct_size = FAKE_STRUCT_SIZE,
+    .abi_version = FAKE_ABI,
+    .name = FAKE_NAME,
+    .kind = FAKE_KIND,
+    .version = "9.9.9-fake",
+    .probe = fake_probe,
+    .device_info = fake_device_info,
+    .open = fake_open,
+    .close = fake_close,
+    .synchronize = fake_synchronize,
+    .mem_alloc = fake_alloc,
+    .mem_free = fake_free,
+    .mem_write = fake_write,
+    .mem_read = fake_read,
+    .mem_copy = fake_copy,
+    .mem_fill = fake_fill_bytes,
+    .ops = {.fill = fake_fill},
+};
+
+#ifdef FAKE_VARIANT_NOENTRY
+/* Looks like a plugin but lacks the entry symbol. */
+GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry_v2(void);
+GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry_v2(void) { return &fake_plugin; }
+#else
+GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void);
+GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void) { return &fake_plugin; }
+#endif

@@ -1,0 +1,67 @@
+/*
+ * reference.h - float64 reference implementations of every gllmk op.
+ *
+ * The conformance suite compares each backend against these. They work on
+ * dense row-major double arrays holding the values the device saw (inputs
+ * already rounded to their dtype), follow the semantics written in gllmk.h
+ * literally, and favour clarity over speed.
+ */
+#ifndef GLLMK_TESTS_REFERENCE_H_
+#define GLLMK_TESTS_REFERENCE_H_
+
+#include <stdint.h>
+
+double ref_silu(double x);
+/* kind: GLLMK_GELU_ERF or GLLMK_GELU_TANH. */
+double ref_gelu(double x, int kind);
+
+/* out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w */
+void ref_rmsnorm(int64_t rows, int64_t cols, const double *x, const double *w, double eps,
+                 double *out);
+/* out[r, :] = (x - mean) / sqrt(var + eps) * w (+ b); b may be NULL. */
+void ref_layernorm(int64_t rows, int64_t cols, const double *x, const double *w,
+                   const double *b, double eps, double *out);
+/* out[r, :] = softmax(scale * x[r, :]) */
+void ref_softmax(int64_t rows, int64_t cols, const double *x, double scale, double *out);
+
+/* x and out [tokens, heads, head_dim]; style: GLLMK_ROPE_NEOX or GLLMK_ROPE_GPTJ. */
+void ref_rope(int64_t tokens, int64_t heads, int64_t head_dim, const double *x,
+              const int32_t *positions, double theta, int64_t rotary_dim, int style,
+              double *out);
+
+typedef struct ref_matmul_problem {
+  int64_t batch, m, n, k;
+  int b_layout;  /* GLLMK_B_NK or GLLMK_B_KN */
+  int b_batched; /* b has one matrix per batch (else one shared matrix) */
+  double alpha, beta;
+} ref_matmul_problem;
+/* a [batch, m, k]; b [(batch,) n, k] or [(batch,) k, n]; bias [n] or NULL.
+ * out [batch, m, n] holds the old values on entry (read only if beta != 0). */
+void ref_matmul(const ref_matmul_problem *p, const double *a, const double *b,
+                const double *bias, double *out);
+
+typedef struct ref_attention_problem {
+  int64_t batch, sq, skv, hq, hkv, d;
+  double scale;
+  int causal;
+} ref_attention_problem;
+/* q, out [batch, sq, hq, d]; k, v [batch, skv, hkv, d]; kv_lens [batch] or
+ * NULL; lse [batch, hq, sq] or NULL. A query row that sees no key gets
+ * out = 0 and lse = -inf. */
+void ref_attention(const ref_attention_problem *p, const double *q, const double *k,
+                   const double *v, const int32_t *kv_lens, double *out, double *lse);
+
+typedef struct ref_sample_filter {
+  double temperature, top_p, min_p;
+  int32_t top_k;
+} ref_sample_filter;
+/* The distribution gllmk_sample draws from for one row of `vocab` logits:
+ * softmax(logits / temperature), then top-k, then top-p (smallest set of the
+ * most likely tokens whose mass, renormalised after top-k, is >= top_p),
+ * then min-p (drop p < min_p * p_max); what is left is renormalised into
+ * probs. Returns how far the closest filter decision lies from its threshold
+ * (relative), so a test can avoid inputs where float rounding could flip it. */
+double ref_sample_probs(int64_t vocab, const double *logits, const ref_sample_filter *f,
+                        double *probs);
+
+#endif /* GLLMK_TESTS_REFERENCE_H_ */

@@ -1,0 +1,164 @@
+/*
+ * testlib.c - see testlib.h.
+ */
+#include "testlib.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+test_options test_opts;
+
+void test_parse_args(int argc, char **argv) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  test_opts.seed = (uint64_t)now.tv_sec * 1000003u ^ (uint64_t)now.tv_nsec ^
+                   ((uint64_t)getpid() << 32);
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--quick") == 0) {
+      test_opts.quick = 1;
+    } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+      test_opts.seed = strtoull(argv[++i], NULL, 0);
+    } else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
+      test_opts.backend = argv[++i];
+    } else if (strcmp(argv[i], "--skip-software") == 0) {
+      test_opts.skip_software = 1;
+    } else {
+      fprintf(stderr, "usage: %s [--quick] [--seed N] [--backend NAME] [--skip-software]\n",
+              argv[0]);
+      exit(2);
+    }
+  }
+}
+
+int test_run_suite(Suite *suite) {
+  SRunner *runner = srunner_create(suite);
+  srunner_run_all(runner, CK_NORMAL);
+  int failed = srunner_ntests_failed(runner);
+  srunner_free(runner);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+TCase *test_tcase(const char *name) {
+  TCase *tc = tcase_create(name);
+  tcase_set_timeout(tc, 600);
+  return tc;
+}
+
+/* ------------------------------------------------------------ random */
+
+/* splitmix64: tiny, fast, and good enough for test data. */
+uint64_t test_rng_next(test_rng *rng) {
+  uint64_t z = (rng->state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+test_rng test_rng_for(uint64_t stream) {
+  test_rng rng = {test_opts.seed ^ (stream * 0xD1B54A32D192ED03ull)};
+  test_rng_next(&rng);
+  return rng;
+}
+
+double test_rng_uniform(test_rng *rng, double lo, double hi) {
+  double unit = (double)(test_rng_next(rng) >> 11) * 0x1.0p-53;
+  return lo + (hi - lo) * unit;
+}
+
+int64_t test_rng_int(test_rng *rng, int64_t lo, int64_t hi) {
+  uint64_t span = (uint64_t)(hi - lo) + 1;
+  return lo + (int64_t)(test_rng_next(rng) % span);
+}
+
+void test_rng_permutation(test_rng *rng, int32_t *out, int64_t n) {
+  for (int64_t i = 0; i < n; i++) out[i] = (int32_t)i;
+  for (int64_t i = n - 1; i > 0; i--) {
+    int64_t j = test_rng_int(rng, 0, i);
+    int32_t t = out[i];
+    out[i] = out[j];
+    out[j] = t;
+  }
+}
+
+/* ------------------------------------------------------------- dtypes */
+
+static uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint16_t test_f32_to_f16(float f) {
+  uint32_t x = float_bits(f);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  uint32_t mag = x & 0x7fffffffu;
+  if (mag > 0x7f800000u) return sign | 0x7e00u;   /* NaN */
+  if (mag >= 0x477ff000u) return sign | 0x7c00u;  /* >= 65520 rounds to inf */
+  if (mag < 0x38800000u) {                        /* below 2^-14: subnormal */
+    /* Units of 2^-24; the scaling is exact and rintf rounds to even. */
+    return sign | (uint16_t)rintf(bits_float(mag) * 16777216.0f);
+  }
+  uint32_t h = ((mag >> 23) - 112u) << 10 | ((mag >> 13) & 0x3ffu);
+  uint32_t rest = mag & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++; /* carries into the exponent */
+  return sign | (uint16_t)h;
+}
+
+float test_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0) {
+    float v = (float)mant * 0x1.0p-24f;
+    return sign ? -v : v;
+  }
+  if (exp == 31) return bits_float(sign | 0x7f800000u | (mant << 13));
+  return bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+uint16_t test_f32_to_bf16(float f) {
+  uint32_t x = float_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+float test_bf16_to_f32(uint16_t h) { return bits_float((uint32_t)h << 16); }
+
+double test_load(gllmk_dtype dtype, const void *data, int64_t index) {
+  switch (dtype) {
+    case GLLMK_F32: return ((const float *)data)[index];
+    case GLLMK_F16: return test_f16_to_f32(((const uint16_t *)data)[index]);
+    case GLLMK_BF16: return test_bf16_to_f32(((const uint16_t *)data)[index]);
+    case GLLMK_I32: return ((const int32_t *)data)[index];
+  }
+  return NAN;
+}
+
+void test_store(gllmk_dtype dtype, void *data, int64_t index, double value) {
+  switch (dtype) {
+    case GLLMK_F32: ((float *)data)[index] = (float)value; break;
+    case GLLMK_F16: ((uint16_t *)data)[index] = test_f32_to_f16((float)value); break;
+    case GLLMK_BF16: ((uint16_t *)data)[index] = test_f32_to_bf16((float)value); break;
+    case GLLMK_I32: ((int32_t *)data)[index] = (int32_t)value; break;
+  }
+}
+
+double test_round(gllmk_dtype dtype, double value) {
+  unsigned char scratch[4];
+  test_store(dtype, scratch, 0, value);
+  return test_load(dtype, scratch, 0);
+}
+
+int test_contains(const char *text, const char *needle) {
+  return text != NULL && needle != NULL && strstr(text, needle) != NULL;
+}

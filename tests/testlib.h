@@ -1,0 +1,71 @@
+/*
+ * testlib.h - helpers shared by the Check test programs: command line,
+ * random numbers, dtype encoding done independently of any backend, and
+ * running a suite.
+ */
+#ifndef GLLMK_TESTS_TESTLIB_H_
+#define GLLMK_TESTS_TESTLIB_H_
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gllmk/gllmk.h"
+
+/* ------------------------------------------------------------ options */
+
+typedef struct test_options {
+  int quick;           /* --quick: smaller problem sizes (valgrind runs) */
+  uint64_t seed;       /* --seed N: reproduce a run; otherwise from the clock */
+  const char *backend; /* --backend NAME: test only this plugin (conformance) */
+  int skip_software;   /* --skip-software: leave emulated devices out (conformance) */
+} test_options;
+
+extern test_options test_opts;
+
+/* Parses --quick, --seed N, --backend NAME and --skip-software; exits with
+ * a usage message on anything else. */
+void test_parse_args(int argc, char **argv);
+
+/* Runs the suite (Check prints its summary line); returns the exit status. */
+int test_run_suite(Suite *suite);
+
+/* A test case whose tests may take up to 10 minutes each (a hung backend
+ * fails instead of blocking the run; valgrind runs, CK_FORK=no, have no
+ * time limit). */
+TCase *test_tcase(const char *name);
+
+/* ------------------------------------------------------------ random */
+
+typedef struct test_rng {
+  uint64_t state;
+} test_rng;
+
+/* A generator for one test: the run's seed mixed with the test's `stream`,
+ * so a test draws the same numbers whichever tests ran before it. */
+test_rng test_rng_for(uint64_t stream);
+uint64_t test_rng_next(test_rng *rng);
+/* Uniform in [lo, hi). */
+double test_rng_uniform(test_rng *rng, double lo, double hi);
+/* Uniform integer in [lo, hi]. */
+int64_t test_rng_int(test_rng *rng, int64_t lo, int64_t hi);
+/* Random permutation of 0..n-1. */
+void test_rng_permutation(test_rng *rng, int32_t *out, int64_t n);
+
+/* ------------------------------------------------------------- dtypes */
+
+uint16_t test_f32_to_f16(float f); /* round to nearest even */
+float test_f16_to_f32(uint16_t h);
+uint16_t test_f32_to_bf16(float f); /* round to nearest even */
+float test_bf16_to_f32(uint16_t h);
+
+/* `value` rounded to what `dtype` can hold (I32: truncated). */
+double test_round(gllmk_dtype dtype, double value);
+/* Element `index` of a dtype array in host memory. */
+double test_load(gllmk_dtype dtype, const void *data, int64_t index);
+void test_store(gllmk_dtype dtype, void *data, int64_t index, double value);
+
+/* Whether `text` contains `needle` (both non-NULL). */
+int test_contains(const char *text, const char *needle);
+
+#endif /* GLLMK_TESTS_TESTLIB_H_ */
