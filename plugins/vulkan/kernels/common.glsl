@@ -1,0 +1,274 @@
+/*
+ * common.glsl - what every gllmk Vulkan kernel shares.
+ *
+ * Each kernel is compiled twice (see plugin.mk):
+ *   STORAGE16=1 SUBGROUPS=1  "native":   16-bit storage buffers, subgroup reductions
+ *   STORAGE16=0 SUBGROUPS=0  "portable": F16/BF16 read and written as halves of
+ *                            32-bit words, reductions through shared memory
+ * The plugin picks "native" when the device has both features.
+ *
+ * Specialisation constants (set by the host for each pipeline):
+ *   0  workgroup size (local_size_x)
+ *   1  DTYPE      storage type of the float tensors (gllmk_dtype)
+ *   2  DTYPE_OUT  storage type of the output where it differs (copy)
+ *   3  VARIANT    which form of the op (per kernel)
+ *   4.. tile sizes (per kernel)
+ *
+ * Bindings 0..7 are the op's tensors, each bound from its offset rounded down
+ * to minStorageBufferOffsetAlignment; the push constants carry each tensor's
+ * element offset from there. Binding 8 is the device's error word.
+ */
+#extension GL_EXT_control_flow_attributes : enable
+#if STORAGE16
+#extension GL_EXT_shader_16bit_storage : require
+#endif
+#if SUBGROUPS
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint DTYPE = 0;
+layout(constant_id = 2) const uint DTYPE_OUT = 0;
+layout(constant_id = 3) const uint VARIANT = 0;
+
+const uint DT_F32 = 0u;
+const uint DT_F16 = 1u;
+const uint DT_BF16 = 2u;
+const uint DT_I32 = 3u;
+
+#define NEG_INF uintBitsToFloat(0xff800000u)
+#define POS_INF uintBitsToFloat(0x7f800000u)
+
+/* --------------------------------------------------------------- errors */
+
+/* Error codes the host turns into GLLMK_ERR_OUT_OF_RANGE messages. */
+const uint ERR_EMBEDDING_ID = 1u;
+const uint ERR_KV_APPEND_SLOT = 2u;
+const uint ERR_PAGED_BLOCK = 3u;
+const uint ERR_PAGED_LENGTH = 4u;
+const uint ERR_PAGED_LAYOUT = 5u;
+const uint ERR_ATTENTION_KV_LEN = 6u;
+
+layout(std430, binding = 8) buffer ErrorWord {
+  uint err_code;
+  int err_value;
+  int err_limit;
+  uint err_pad;
+};
+
+/* The first error since the last synchronize wins; later ones are dropped. */
+void raise_error(uint code, int value, int limit) {
+  if (atomicCompSwap(err_code, 0u, code) == 0u) {
+    err_value = value;
+    err_limit = limit;
+  }
+}
+
+/* ------------------------------------------------------ 16-bit formats */
+
+/* F32 -> F16 bits, round to nearest even; NaN stays NaN, overflow gives inf. */
+uint f32_to_f16_bits(float f) {
+  uint x = floatBitsToUint(f);
+  uint sign = (x >> 16) & 0x8000u;
+  uint ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return sign | 0x7e00u | ((ax >> 13) & 0x3ffu);
+  if (ax >= 0x477ff000u) return sign | 0x7c00u; /* >= 65520 rounds to inf */
+  if (ax >= 0x38800000u) {                      /* a normal F16 */
+    uint r = ax + 0xfffu + ((ax >> 13) & 1u);
+    return sign | ((r - 0x38000000u) >> 13);
+  }
+  uint e = ax >> 23;
+  if (e < 102u) return sign; /* below half the smallest subnormal */
+  uint m = (ax & 0x7fffffu) | 0x800000u;
+  uint shift = 126u - e; /* 14 .. 24 */
+  uint q = m >> shift;
+  uint rem = m & ((1u << shift) - 1u);
+  uint half_ulp = 1u << (shift - 1u);
+  if (rem > half_ulp || (rem == half_ulp && (q & 1u) != 0u)) q++;
+  return sign | q;
+}
+
+/* F32 -> BF16 bits, round to nearest even; NaN stays NaN. */
+uint f32_to_bf16_bits(float f) {
+  uint x = floatBitsToUint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;
+  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+}
+
+float half_bits_to_f32(uint h, uint dt) {
+  if (dt == DT_BF16) return uintBitsToFloat(h << 16);
+  return unpackHalf2x16(h).x;
+}
+
+uint f32_to_half_bits(float v, uint dt) {
+  return dt == DT_BF16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
+}
+
+/* ------------------------------------------------------------- tensors
+ *
+ * FLOAT_IN(name, binding, dtype)  declares name_load(i)
+ * FLOAT_OUT(name, binding, dtype) declares name_load(i) and name_store(i, v)
+ * Indices are in elements from the start of the binding. */
+
+#if STORAGE16
+
+#define FLOAT_IN(NAME, BINDING, DT)                                                   \
+  layout(std430, binding = BINDING) readonly buffer NAME##_b32 { float NAME##_f32[]; }; \
+  layout(std430, binding = BINDING) readonly buffer NAME##_b16 { uint16_t NAME##_u16[]; }; \
+  float NAME##_load(uint i) {                                                         \
+    if (DT == DT_F32) return NAME##_f32[i];                                           \
+    return half_bits_to_f32(uint(NAME##_u16[i]), DT);                                 \
+  }
+
+#define FLOAT_OUT(NAME, BINDING, DT)                                                  \
+  layout(std430, binding = BINDING) buffer NAME##_b32 { float NAME##_f32[]; };        \
+  layout(std430, binding = BINDING) buffer NAME##_b16 { uint16_t NAME##_u16[]; };     \
+  float NAME##_load(uint i) {                                                         \
+    if (DT == DT_F32) return NAME##_f32[i];                                           \
+    return half_bits_to_f32(uint(NAME##_u16[i]), DT);                                 \
+  }                                                                                   \
+  void NAME##_store(uint i, float v) {                                                \
+    if (DT == DT_F32)                                                                 \
+      NAME##_f32[i] = v;                                                              \
+    else                                                                              \
+      NAME##_u16[i] = uint16_t(f32_to_half_bits(v, DT));                              \
+  }
+
+/* Raw element bits, for copies that keep the dtype. */
+#define RAW_IN(NAME, BINDING)                                                         \
+  layout(std430, binding = BINDING) readonly buffer NAME##_r32 { uint NAME##_w32[]; }; \
+  layout(std430, binding = BINDING) readonly buffer NAME##_r16 { uint16_t NAME##_w16[]; }; \
+  uint NAME##_load16(uint i) { return uint(NAME##_w16[i]); }
+
+#define RAW_OUT(NAME, BINDING)                                                        \
+  layout(std430, binding = BINDING) buffer NAME##_r32 { uint NAME##_w32[]; };         \
+  layout(std430, binding = BINDING) buffer NAME##_r16 { uint16_t NAME##_w16[]; };     \
+  void NAME##_store16(uint i, uint bits) { NAME##_w16[i] = uint16_t(bits); }
+
+#else /* F16 and BF16 live in halves of 32-bit words (little endian) */
+
+#define HALF_FROM_WORD(w, i) (((i) & 1u) != 0u ? (w) >> 16 : (w) & 0xffffu)
+
+#define FLOAT_IN(NAME, BINDING, DT)                                                   \
+  layout(std430, binding = BINDING) readonly buffer NAME##_b32 { float NAME##_f32[]; }; \
+  layout(std430, binding = BINDING) readonly buffer NAME##_bw { uint NAME##_u32[]; }; \
+  float NAME##_load(uint i) {                                                         \
+    if (DT == DT_F32) return NAME##_f32[i];                                           \
+    return half_bits_to_f32(HALF_FROM_WORD(NAME##_u32[i >> 1], i), DT);               \
+  }
+
+/* Two invocations may write the two halves of one word: atomics keep both. */
+#define FLOAT_OUT(NAME, BINDING, DT)                                                  \
+  layout(std430, binding = BINDING) buffer NAME##_b32 { float NAME##_f32[]; };        \
+  layout(std430, binding = BINDING) buffer NAME##_bw { uint NAME##_u32[]; };          \
+  float NAME##_load(uint i) {                                                         \
+    if (DT == DT_F32) return NAME##_f32[i];                                           \
+    return half_bits_to_f32(HALF_FROM_WORD(NAME##_u32[i >> 1], i), DT);               \
+  }                                                                                   \
+  void NAME##_store(uint i, float v) {                                                \
+    if (DT == DT_F32) {                                                               \
+      NAME##_f32[i] = v;                                                              \
+    } else {                                                                          \
+      uint shift = (i & 1u) * 16u;                                                    \
+      atomicAnd(NAME##_u32[i >> 1], ~(0xffffu << shift));                             \
+      atomicOr(NAME##_u32[i >> 1], f32_to_half_bits(v, DT) << shift);                 \
+    }                                                                                 \
+  }
+
+#define RAW_IN(NAME, BINDING)                                                         \
+  layout(std430, binding = BINDING) readonly buffer NAME##_r32 { uint NAME##_w32[]; }; \
+  uint NAME##_load16(uint i) { return HALF_FROM_WORD(NAME##_w32[i >> 1], i); }
+
+#define RAW_OUT(NAME, BINDING)                                                        \
+  layout(std430, binding = BINDING) buffer NAME##_r32 { uint NAME##_w32[]; };         \
+  void NAME##_store16(uint i, uint bits) {                                            \
+    uint shift = (i & 1u) * 16u;                                                      \
+    atomicAnd(NAME##_w32[i >> 1], ~(0xffffu << shift));                               \
+    atomicOr(NAME##_w32[i >> 1], (bits & 0xffffu) << shift);                          \
+  }
+
+#endif
+
+#define INT_IN(NAME, BINDING) \
+  layout(std430, binding = BINDING) readonly buffer NAME##_bi { int NAME##_i32[]; };
+
+/* ----------------------------------------------------------- reductions
+ *
+ * Workgroup-wide sum / max. Every invocation must call them (they contain
+ * barriers) and every invocation gets the result. */
+
+#if SUBGROUPS
+shared float red_scratch[64];
+
+float wg_sum(float v) {
+  v = subgroupAdd(v);
+  barrier();
+  if (subgroupElect()) red_scratch[gl_SubgroupID] = v;
+  barrier();
+  float total = 0.0;
+  for (uint s = 0u; s < gl_NumSubgroups; s++) total += red_scratch[s];
+  return total;
+}
+
+float wg_max(float v) {
+  v = subgroupMax(v);
+  barrier();
+  if (subgroupElect()) red_scratch[gl_SubgroupID] = v;
+  barrier();
+  float m = red_scratch[0];
+  for (uint s = 1u; s < gl_NumSubgroups; s++) m = max(m, red_scratch[s]);
+  return m;
+}
+#else
+shared float red_scratch[gl_WorkGroupSize.x];
+
+float wg_reduce(float v, bool take_max) {
+  barrier();
+  red_scratch[gl_LocalInvocationIndex] = v;
+  barrier();
+  for (uint half_n = gl_WorkGroupSize.x / 2u; half_n > 0u; half_n /= 2u) {
+    if (gl_LocalInvocationIndex < half_n) {
+      float other = red_scratch[gl_LocalInvocationIndex + half_n];
+      float mine = red_scratch[gl_LocalInvocationIndex];
+      red_scratch[gl_LocalInvocationIndex] = take_max ? max(mine, other) : mine + other;
+    }
+    barrier();
+  }
+  return red_scratch[0];
+}
+
+float wg_sum(float v) { return wg_reduce(v, false); }
+float wg_max(float v) { return wg_reduce(v, true); }
+#endif
+
+/* ---------------------------------------------------------------- math */
+
+float sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* Complementary error function, relative error about 1.2e-7 for x >= 0
+ * (the Chebyshev fit of Numerical Recipes, section 6.2). */
+float erfc_nonneg(float x) {
+  float t = 1.0 / (1.0 + 0.5 * x);
+  float p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+            t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
+            t * (-0.82215223 + t * 0.17087277))))))));
+  return t * exp(-x * x + p);
+}
+
+/* Standard normal CDF, accurate in both tails. */
+float normal_cdf(float x) {
+  float c = 0.5 * erfc_nonneg(abs(x) * 0.70710678118654752);
+  return x < 0.0 ? c : 1.0 - c;
+}
+
+float gelu_erf(float x) { return x * normal_cdf(x); }
+
+/* 0.5 x (1 + tanh(u)) written as x * sigmoid(2u), exact in both tails. */
+float gelu_tanh(float x) {
+  float u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+  return x * sigmoid(2.0 * u);
+}
+
+/* Elements [0, n) split over the whole grid, one per invocation per step. */
+uint grid_threads() { return gl_NumWorkGroups.x * gl_WorkGroupSize.x; }

@@ -1,0 +1,152 @@
+#version 450
+/* paged_attention: q and out [T, Hq, D]; k_cache, v_cache [blocks,
+ * block_size, Hkv, D] (contiguous); block_table [B, max_blocks]; q_starts
+ * [B + 1]; seq_lens [B]. Workgroup (x, hkv, b) owns BQ rows of sequence b's
+ * list of (new token i, head g of the kv head's group). Query i sits at
+ * position seq_len - q_len + i and sees the keys up to it.
+ *
+ * Device data is checked as the cpu backend does: a layout that does not
+ * describe T tokens (q_starts not rising from 0 to T, or a sequence with
+ * more new tokens than its length) raises ERR_PAGED_LAYOUT and the output is
+ * zeroed; a block table entry outside the cache (ERR_PAGED_BLOCK) or a
+ * sequence longer than its table row (ERR_PAGED_LENGTH) limits the
+ * sequence's keys to the blocks before it, and rows past them get zeros. */
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+FLOAT_OUT(out, 0, DTYPE)
+FLOAT_IN(q, 1, DTYPE)
+FLOAT_IN(k, 2, DTYPE)
+FLOAT_IN(v, 3, DTYPE)
+INT_IN(table, 4)
+INT_IN(starts, 5)
+INT_IN(lens, 6)
+
+layout(push_constant) uniform Push {
+  uint tokens, batch, hq, head_dim, group;
+  float scale;
+  uint block_size, max_blocks, cache_blocks, hkv;
+  uint q_offset, q_st, q_sh;
+  uint o_offset, o_st, o_sh;
+  uint k_offset, v_offset, table_offset, starts_offset, lens_offset;
+} p;
+
+#include "attend.glsl"
+
+uint slot_of(uint pos) {
+  uint b = gl_WorkGroupID.z;
+  uint block = uint(table_i32[p.table_offset + b * p.max_blocks + pos / p.block_size]);
+  return block * p.block_size + (pos - (pos / p.block_size) * p.block_size);
+}
+uint key_k_offset(uint pos) {
+  return p.k_offset + (slot_of(pos) * p.hkv + gl_WorkGroupID.y) * p.head_dim;
+}
+uint key_v_offset(uint pos) {
+  return p.v_offset + (slot_of(pos) * p.hkv + gl_WorkGroupID.y) * p.head_dim;
+}
+
+shared int block_last;
+shared uint layout_ok;
+shared uint first_bad_block;
+
+/* Whether q_starts and seq_lens describe the T tokens (every workgroup
+ * checks, so every one knows). */
+bool layout_valid() {
+  if (gl_LocalInvocationIndex == 0u) layout_ok = 1u;
+  barrier();
+  int t = int(p.tokens);
+  if (gl_LocalInvocationIndex == 0u &&
+      (starts_i32[p.starts_offset] != 0 || starts_i32[p.starts_offset + p.batch] != t))
+    layout_ok = 0u;
+  for (uint s = gl_LocalInvocationIndex; s < p.batch; s += gl_WorkGroupSize.x) {
+    int q_len = starts_i32[p.starts_offset + s + 1u] - starts_i32[p.starts_offset + s];
+    if (q_len < 0 || lens_i32[p.lens_offset + s] < q_len) layout_ok = 0u;
+  }
+  barrier();
+  return layout_ok != 0u;
+}
+
+/* Zeroes this workgroup's share of every output row. */
+void zero_output() {
+  uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z;
+  uvec3 id = gl_WorkGroupID, n = gl_NumWorkGroups;
+  uint me = id.x + n.x * (id.y + n.y * id.z);
+  uint rows = p.tokens * p.hq;
+  for (uint r = me; r < rows; r += groups) {
+    uint t = r / p.hq, h = r - (r / p.hq) * p.hq;
+    for (uint d = gl_LocalInvocationIndex; d < p.head_dim; d += gl_WorkGroupSize.x)
+      out_store(p.o_offset + t * p.o_st + h * p.o_sh + d, 0.0);
+  }
+}
+
+/* Positions of sequence b whose blocks can be read (raising the first
+ * problem found). */
+int readable_length(uint b, int seq_len) {
+  uint needed = (uint(seq_len) + p.block_size - 1u) / p.block_size;
+  if (gl_LocalInvocationIndex == 0u) first_bad_block = needed;
+  barrier();
+  for (uint i = gl_LocalInvocationIndex; i < min(needed, p.max_blocks); i += gl_WorkGroupSize.x) {
+    int block = table_i32[p.table_offset + b * p.max_blocks + i];
+    if (block < 0 || uint(block) >= p.cache_blocks) atomicMin(first_bad_block, i);
+  }
+  if (gl_LocalInvocationIndex == 0u && needed > p.max_blocks)
+    atomicMin(first_bad_block, p.max_blocks);
+  barrier();
+  uint bad = first_bad_block;
+  bool reporter = gl_LocalInvocationIndex == 0u && gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u;
+  if (bad < needed && reporter) {
+    if (bad < p.max_blocks)
+      raise_error(ERR_PAGED_BLOCK, table_i32[p.table_offset + b * p.max_blocks + bad],
+                  int(p.cache_blocks));
+    else
+      raise_error(ERR_PAGED_LENGTH, seq_len, int(p.max_blocks * p.block_size));
+  }
+  return bad < needed ? int(bad * p.block_size) : seq_len;
+}
+
+void main() {
+  if (!layout_valid()) {
+    if (gl_LocalInvocationIndex == 0u && gl_WorkGroupID == uvec3(0u))
+      raise_error(ERR_PAGED_LAYOUT, starts_i32[p.starts_offset + p.batch], int(p.tokens));
+    zero_output();
+    return;
+  }
+  uint b = gl_WorkGroupID.z, tid = gl_LocalInvocationIndex;
+  uint q_first = uint(starts_i32[p.starts_offset + b]);
+  uint q_len = uint(starts_i32[p.starts_offset + b + 1u]) - q_first;
+  int seq_len = lens_i32[p.lens_offset + b];
+  uint rows = q_len * p.group;
+  if (gl_WorkGroupID.x * BQ >= rows) return; /* the grid covers the longest possible sequence */
+  int readable = readable_length(b, seq_len);
+  for (uint first = gl_WorkGroupID.x * BQ; first < rows; first += gl_NumWorkGroups.x * BQ) {
+    barrier();
+    attend_init();
+    if (tid == 0u) block_last = ROW_NONE;
+    barrier();
+    if (tid < BQ) {
+      int last = ROW_ABSENT;
+      uint row = first + tid;
+      if (row < rows) {
+        uint i = row / p.group, h = gl_WorkGroupID.y * p.group + (row - i * p.group);
+        last = seq_len - int(q_len) + int(i);
+        if (last >= readable) last = ROW_NONE;
+        row_out[tid] = p.o_offset + (q_first + i) * p.o_st + h * p.o_sh;
+        atomicMax(block_last, last);
+      }
+      row_last[tid] = last;
+    }
+    for (uint idx = tid; idx < BQ * p.head_dim; idx += gl_WorkGroupSize.x) {
+      uint r = idx / p.head_dim, d = idx - (idx / p.head_dim) * p.head_dim;
+      float x = 0.0;
+      uint row = first + r;
+      if (row < rows) {
+        uint i = row / p.group, h = gl_WorkGroupID.y * p.group + (row - i * p.group);
+        x = q_load(p.q_offset + (q_first + i) * p.q_st + h * p.q_sh + d);
+      }
+      q_tile[r * DMAX + d] = x;
+    }
+    barrier();
+    attend_keys(p.head_dim, p.scale, uint(block_last + 1));
+    attend_finish(p.head_dim);
+  }
+}

@@ -1,0 +1,86 @@
+#version 450
+/* rope on x [tokens, heads, head_dim]. One invocation per rotated pair or
+ * per copied element. VARIANT 0 = NeoX (half split), 1 = GPT-J (interleaved).
+ *
+ * Angles are exact to about 2^-33 turns for any position: the host passes
+ * each pair's frequency in turns per position as a 64-bit binary fraction G
+ * (computed in double), and the kernel forms position * G modulo 1 turn with
+ * 32-bit integer products. The quadrant comes from the top bits, and sin/cos
+ * of the rest (at most pi/4) from polynomials, so no device's own sin, cos
+ * or fma accuracy matters. */
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+FLOAT_OUT(dst, 0, DTYPE)
+FLOAT_IN(x, 1, DTYPE)
+INT_IN(pos, 2)
+layout(std430, binding = 3) readonly buffer Freq { uvec2 turns_per_position[]; }; /* (lo, hi) */
+
+layout(push_constant) uniform Push {
+  uint count;       /* tokens * heads * units_per_row */
+  uint units_per_row, heads, rotary_dim;
+  uint out_offset, out_token_stride, out_head_stride;
+  uint x_offset, x_token_stride, x_head_stride;
+  uint pos_offset, pos_stride;
+} p;
+
+/* sin and cos of z for |z| <= pi/4 (Taylor series, error < 2e-9). */
+vec2 sincos_small(float z) {
+  float z2 = z * z;
+  float s = z * (1.0 + z2 * (-1.0 / 6.0 + z2 * (1.0 / 120.0 + z2 * (-1.0 / 5040.0 +
+            z2 * (1.0 / 362880.0)))));
+  float c = 1.0 + z2 * (-0.5 + z2 * (1.0 / 24.0 + z2 * (-1.0 / 720.0 + z2 * (1.0 / 40320.0 +
+            z2 * (-1.0 / 3628800.0)))));
+  return vec2(s, c);
+}
+
+/* (sin, cos) of 2 pi * frac(position * G / 2^64). */
+vec2 rotation(int position, uvec2 g) {
+  uint n = uint(abs(position));
+  uint hi0, lo0, hi1, lo1;
+  umulExtended(n, g.x, hi0, lo0);
+  umulExtended(n, g.y, hi1, lo1);
+  /* position * G mod 2^64 = (lo1 + hi0) * 2^32 + lo0 */
+  uint top = lo1 + hi0;
+  uint low = lo0;
+  if (position < 0) { /* two's complement negation of the 64-bit fraction */
+    top = ~top;
+    low = ~low + 1u;
+    if (low == 0u) top += 1u;
+  }
+  /* Nearest quarter turn from the top two bits (after adding 1/8 turn); the
+   * rest is a signed fraction of at most 1/8 turn. */
+  uint shifted = top + 0x20000000u;
+  int quadrant = int(shifted >> 30);
+  int rest = int(shifted & 0x3fffffffu) - 0x20000000;
+  float turns = (float(rest) + float(low) * (1.0 / 4294967296.0)) * (1.0 / 4294967296.0);
+  vec2 sc = sincos_small(turns * 6.283185307179586);
+  if (quadrant == 1) return vec2(sc.y, -sc.x);
+  if (quadrant == 2) return vec2(-sc.x, -sc.y);
+  if (quadrant == 3) return vec2(-sc.y, sc.x);
+  return sc;
+}
+
+void main() {
+  uint pairs = p.rotary_dim / 2u;
+  for (uint n = gl_GlobalInvocationID.x; n < p.count; n += grid_threads()) {
+    uint row = n / p.units_per_row;
+    uint unit = n - row * p.units_per_row;
+    uint token = row / p.heads;
+    uint head = row - token * p.heads;
+    uint xo = p.x_offset + token * p.x_token_stride + head * p.x_head_stride;
+    uint oo = p.out_offset + token * p.out_token_stride + head * p.out_head_stride;
+    if (unit >= pairs) { /* past the rotary part: copy one element */
+      uint col = p.rotary_dim + (unit - pairs);
+      dst_store(oo + col, x_load(xo + col));
+      continue;
+    }
+    uint i0 = VARIANT == 0u ? unit : 2u * unit;
+    uint i1 = VARIANT == 0u ? unit + pairs : 2u * unit + 1u;
+    vec2 sc = rotation(pos_i32[p.pos_offset + token * p.pos_stride], turns_per_position[unit]);
+    float x0 = x_load(xo + i0);
+    float x1 = x_load(xo + i1);
+    dst_store(oo + i0, x0 * sc.y - x1 * sc.x);
+    dst_store(oo + i1, x1 * sc.y + x0 * sc.x);
+  }
+}

@@ -1,0 +1,48 @@
+# vulkan plugin: host C that loads libvulkan.so.1 with dlopen, plus the
+# committed SPIR-V of kernels/*.comp embedded by vk_blobs.S. `make blobs`
+# rebuilds the SPIR-V with glslc; a normal build needs no shader compiler.
+#
+# vk_kernels.def lists the kernels. Each VK_KERNEL is compiled in two forms
+# (see kernels/common.glsl): <name>.spv with 16-bit storage and subgroup
+# operations, <name>.portable.spv without; a VK_KERNEL_NATIVE only in the first.
+
+vulkan_SRCS       := $(wildcard plugins/vulkan/*.c)
+vulkan_LDLIBS     := -ldl -lm
+vulkan_OBJS_EXTRA := $(B)/obj/plugins/vulkan/vk_blobs.o
+
+VULKAN_DEF         := plugins/vulkan/vk_kernels.def
+VULKAN_KERNELS     := $(shell sed -n 's/^VK_KERNEL(\([a-z0-9_]*\))$$/\1/p' $(VULKAN_DEF))
+VULKAN_NATIVE_ONLY := $(shell sed -n 's/^VK_KERNEL_NATIVE(\([a-z0-9_]*\))$$/\1/p' $(VULKAN_DEF))
+VULKAN_BLOBS       := $(VULKAN_KERNELS:%=blobs/vulkan/%.spv) \
+                      $(VULKAN_KERNELS:%=blobs/vulkan/%.portable.spv) \
+                      $(VULKAN_NATIVE_ONLY:%=blobs/vulkan/%.spv)
+
+$(B)/obj/plugins/vulkan/vk_blobs.o: plugins/vulkan/vk_blobs.S $(VULKAN_DEF) $(VULKAN_BLOBS)
+	@mkdir -p $(dir $@)
+	$(CC) -c -Iplugins/vulkan -Wa,-I,blobs/vulkan $(SAN_FLAGS) -o $@ $<
+
+# ----------------------------------------------------------------- blobs
+# Rebuilt only by `make blobs` (needs glslc); the results are committed.
+
+GLSLC         ?= glslc
+VULKAN_GLSLC   = $(GLSLC) --target-env=vulkan1.2 -O -Iplugins/vulkan/kernels
+VULKAN_NATIVE  = -DSTORAGE16=1 -DSUBGROUPS=1
+VULKAN_PORTABLE = -DSTORAGE16=0 -DSUBGROUPS=0
+
+.PHONY: blobs-vulkan
+blobs:: blobs-vulkan
+blobs-vulkan:
+	@command -v $(GLSLC) >/dev/null || \
+	  { echo "blobs-vulkan: $(GLSLC) not found (Debian: apt-get install glslc)"; exit 1; }
+	@mkdir -p blobs/vulkan
+	@set -e; for k in $(VULKAN_KERNELS); do \
+	  src=plugins/vulkan/kernels/$$k.comp; \
+	  echo "  GLSLC  blobs/vulkan/$$k.spv blobs/vulkan/$$k.portable.spv"; \
+	  $(VULKAN_GLSLC) $(VULKAN_NATIVE) $$src -o blobs/vulkan/$$k.spv; \
+	  $(VULKAN_GLSLC) $(VULKAN_PORTABLE) $$src -o blobs/vulkan/$$k.portable.spv; \
+	done; \
+	for k in $(VULKAN_NATIVE_ONLY); do \
+	  echo "  GLSLC  blobs/vulkan/$$k.spv"; \
+	  $(VULKAN_GLSLC) $(VULKAN_NATIVE) plugins/vulkan/kernels/$$k.comp -o blobs/vulkan/$$k.spv; \
+	done
+	sha256sum plugins/vulkan/kernels/*.comp plugins/vulkan/kernels/*.glsl > blobs/vulkan/MANIFEST

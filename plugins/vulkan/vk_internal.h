@@ -1,0 +1,255 @@
+/*
+ * vk_internal.h - shared declarations of the vulkan plugin.
+ *
+ * The plugin loads libvulkan.so.1 with dlopen and calls Vulkan only through
+ * the function pointers listed in vk_symbols.def. One VkInstance is created
+ * by probe and lives until the plugin is unloaded; each opened device (one
+ * per gllmk context) has its own VkDevice, compute queue, timeline semaphore,
+ * ring of command-buffer frames and pipelines.
+ *
+ * Ordering: every command is recorded into the current frame behind a full
+ * compute/transfer memory barrier, so commands run in submission order like
+ * a CUDA stream. A frame is submitted when it is full or when the host needs
+ * results; the host waits on the timeline value of a frame before reusing it.
+ */
+#ifndef GLLMK_VK_INTERNAL_H_
+#define GLLMK_VK_INTERNAL_H_
+
+#define VK_NO_PROTOTYPES
+#include <vulkan/vulkan.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gllmk/gllmk_plugin.h"
+
+/* ---------------------------------------------------------------- loader */
+
+typedef struct vk_instance_api {
+  PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+#define VK_LOADER(n) PFN_##n n;
+#define VK_INSTANCE(n) PFN_##n n;
+#define VK_INSTANCE_EXT(n) PFN_##n n;
+#define VK_DEVICE(n)
+#include "vk_symbols.def"
+} vk_instance_api;
+
+typedef struct vk_device_api {
+#define VK_LOADER(n)
+#define VK_INSTANCE(n)
+#define VK_INSTANCE_EXT(n)
+#define VK_DEVICE(n) PFN_##n n;
+#include "vk_symbols.def"
+} vk_device_api;
+
+extern const gllmk_plugin_host *vk_host;
+extern vk_instance_api vk_api;
+extern VkInstance vk_instance;
+
+/* "VK_ERROR_DEVICE_LOST", ... */
+const char *vk_result_name(VkResult result);
+
+/* ------------------------------------------------------- physical devices */
+
+#define VK_MAX_PHYSICAL 16
+
+/* What probe learned about one usable physical device. */
+typedef struct vk_physical {
+  VkPhysicalDevice handle;
+  gllmk_device_info info;
+  VkPhysicalDeviceLimits limits;
+  uint32_t queue_family;
+  uint32_t vendor_id;
+  int native;     /* 16-bit storage and subgroup arithmetic: the "native" kernels */
+  int coopmat_nv; /* VK_NV_cooperative_matrix with 16x16x16 f16 -> f32 */
+  uint32_t subgroup_size;
+} vk_physical;
+
+extern vk_physical vk_physicals[VK_MAX_PHYSICAL];
+extern uint32_t vk_physical_count;
+
+/* ---------------------------------------------------------------- kernels */
+
+typedef enum vk_kernel {
+#define VK_KERNEL(name) VK_KERNEL_##name,
+#define VK_KERNEL_NATIVE(name) VK_KERNEL_##name,
+#include "vk_kernels.def"
+  VK_KERNEL_COUNT
+} vk_kernel;
+
+/* The embedded SPIR-V of a kernel in one form (NULL size 0 if absent). */
+const uint32_t *vk_kernel_spirv(vk_kernel kernel, int native, size_t *out_size);
+const char *vk_kernel_name(vk_kernel kernel);
+
+#define VK_MAX_SPEC_EXTRA 5
+
+/* Everything that makes a pipeline: the kernel and its specialisation. */
+typedef struct vk_pipeline_key {
+  uint32_t kernel;
+  uint32_t workgroup_size;
+  uint32_t dtype, dtype_out, variant;
+  uint32_t extra[VK_MAX_SPEC_EXTRA]; /* constant_id 4.. */
+} vk_pipeline_key;
+
+#define VK_PIPELINE_SLOTS 512
+
+typedef struct vk_pipeline_slot {
+  vk_pipeline_key key;
+  VkPipeline pipeline; /* VK_NULL_HANDLE: empty slot */
+} vk_pipeline_slot;
+
+/* ----------------------------------------------------------------- device */
+
+struct gllmk_plugin_memory {
+  VkBuffer buffer;
+  VkDeviceMemory memory;
+  uint64_t size; /* of the VkBuffer: the requested size rounded up to 16 */
+};
+
+#define VK_FRAMES 3
+#define VK_FRAME_SETS 256           /* descriptor sets per frame */
+#define VK_FRAME_SUBMIT_AFTER 128   /* dispatches before a frame is submitted early */
+#define VK_ARENA_BYTES (8u << 20)   /* host-visible upload/readback space per frame */
+#define VK_BINDINGS 9               /* 8 tensors + the error word */
+#define VK_TENSOR_BINDINGS 8
+
+typedef struct vk_frame {
+  VkCommandPool command_pool;
+  VkCommandBuffer cmd;
+  VkDescriptorPool descriptor_pool;
+  uint64_t done_value; /* timeline value that marks this frame's last submit finished */
+  int recording;
+  uint32_t commands;
+  uint32_t sets_used;
+  uint64_t arena_offset; /* start of this frame's arena slice */
+  uint64_t arena_used;
+} vk_frame;
+
+struct gllmk_plugin_device {
+  const vk_physical *phys;
+  vk_device_api fn;
+  VkDevice device;
+  VkQueue queue;
+  VkSemaphore timeline;
+  uint64_t last_submitted;
+  vk_frame frames[VK_FRAMES];
+  uint32_t frame_index;
+  VkPhysicalDeviceMemoryProperties memory_properties;
+  gllmk_plugin_memory arena; /* host visible: VK_FRAMES slices of VK_ARENA_BYTES */
+  uint8_t *arena_map;
+  gllmk_plugin_memory error_word; /* host visible, 16 bytes */
+  volatile uint32_t *error_map;
+  gllmk_plugin_memory null_buffer; /* bound to unused slots */
+  VkDescriptorSetLayout set_layout;
+  VkPipelineLayout pipeline_layout;
+  VkPipelineCache pipeline_cache;
+  VkShaderModule modules[VK_KERNEL_COUNT];
+  vk_pipeline_slot pipelines[VK_PIPELINE_SLOTS];
+  gllmk_plugin_memory scratch; /* device-local work space of kernels (packed matmul operands) */
+};
+
+typedef enum vk_memory_kind {
+  VK_MEMORY_DEVICE, /* device-local: tensors, scratch */
+  VK_MEMORY_HOST,   /* host-visible and coherent: staging, the error word */
+} vk_memory_kind;
+
+/* Allocates a VkBuffer with its own memory of the given kind. */
+gllmk_status vk_buffer_create(gllmk_plugin_device *dev, uint64_t size, VkBufferUsageFlags usage,
+                              vk_memory_kind kind, gllmk_plugin_memory *out);
+void vk_buffer_destroy(gllmk_plugin_device *dev, gllmk_plugin_memory *mem);
+/* Makes dev->scratch at least `size` bytes (waiting for queued work before
+ * replacing a smaller one; queued work is ordered, so reuse is safe). */
+gllmk_status vk_scratch_reserve(gllmk_plugin_device *dev, uint64_t size);
+
+/* The frame being recorded, begun (after waiting for its previous use) if
+ * needed. */
+gllmk_status vk_frame_get(gllmk_plugin_device *dev, vk_frame **out_frame);
+/* Records the barrier that orders the next command after all earlier ones. */
+void vk_cmd_order(gllmk_plugin_device *dev, vk_frame *frame);
+/* Submits the frame being recorded, if any. */
+gllmk_status vk_submit(gllmk_plugin_device *dev);
+/* Submits and waits until the device has finished everything. */
+gllmk_status vk_wait_idle(gllmk_plugin_device *dev);
+/* Reports a VkResult failure through host->fail. */
+gllmk_status vk_fail(VkResult result, const char *what);
+/* Space in the current frame's arena: the frame and the offset of `size`
+ * bytes in dev->arena (aligned to 256), submitting and moving to the next
+ * frame when the current one is full. size <= VK_ARENA_BYTES. */
+gllmk_status vk_arena_reserve(gllmk_plugin_device *dev, uint64_t size, vk_frame **out_frame,
+                              uint64_t *out_offset);
+
+/* Pipelines (built on first use and kept for the device's life). */
+gllmk_status vk_pipeline_get(gllmk_plugin_device *dev, const vk_pipeline_key *key,
+                             VkPipeline *out_pipeline);
+void vk_pipelines_destroy(gllmk_plugin_device *dev);
+
+/* ---------------------------------------------------------------- dispatch */
+
+/* One kernel launch being assembled by an op. */
+typedef struct vk_call {
+  gllmk_plugin_device *dev;
+  vk_pipeline_key key;
+  VkDescriptorBufferInfo bindings[VK_TENSOR_BINDINGS];
+  gllmk_status status; /* first problem met while binding; reported by vk_call_run */
+  char message[160];
+} vk_call;
+
+void vk_call_init(vk_call *call, gllmk_plugin_device *dev, vk_kernel kernel, int32_t dtype,
+                  uint32_t workgroup_size);
+/* Binds a tensor to `slot` and returns its element offset from the bound
+ * start (what the kernel adds to every index). */
+uint32_t vk_call_tensor(vk_call *call, uint32_t slot, const gllmk_tensor *tensor);
+/* Binds `size` bytes of the device's arena at `offset` to `slot`. */
+void vk_call_arena(vk_call *call, uint32_t slot, uint64_t offset, uint64_t size);
+/* Binds raw bytes of a memory (mem_fill's partial words, the scratch space). */
+void vk_call_memory(vk_call *call, uint32_t slot, gllmk_plugin_memory *mem, uint64_t offset,
+                    uint64_t size);
+/* A 64-bit count or stride as the uint32 a kernel takes (fails the call if
+ * it does not fit). */
+uint32_t vk_call_u32(vk_call *call, int64_t value, const char *what);
+/* A tensor's stride in dimension `dim` as uint32 (0 where the dim is 1). */
+uint32_t vk_call_stride(vk_call *call, const gllmk_tensor *t, int32_t dim);
+/* Records the launch of `groups_x * groups_y * groups_z` workgroups (each
+ * clamped to the device's limit; kernels loop over what does not fit). */
+gllmk_status vk_call_run(vk_call *call, const void *push, uint32_t push_size, uint64_t groups_x,
+                         uint64_t groups_y, uint64_t groups_z);
+
+/* Workgroups needed for `n` items of `per_group` each, at least 1. */
+static inline uint64_t vk_groups(uint64_t n, uint64_t per_group) {
+  uint64_t g = (n + per_group - 1) / per_group;
+  return g ? g : 1;
+}
+
+/* Elements of a tensor. */
+static inline int64_t vk_numel(const gllmk_tensor *t) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < t->ndim; i++) n *= t->shape[i];
+  return n;
+}
+
+/* ---------------------------------------------------------------- entries */
+
+gllmk_status vk_probe(const gllmk_plugin_host *host, uint32_t *out_count, char *reason,
+                      size_t reason_size);
+gllmk_status vk_device_info(uint32_t index, gllmk_device_info *out_info);
+void vk_describe(char *text, size_t text_size);
+gllmk_status vk_open(const gllmk_plugin_open_options *options, gllmk_plugin_device **out_device);
+void vk_close(gllmk_plugin_device *dev);
+gllmk_status vk_synchronize(gllmk_plugin_device *dev);
+
+gllmk_status vk_mem_alloc(gllmk_plugin_device *dev, uint64_t size, gllmk_plugin_memory **out);
+void vk_mem_free(gllmk_plugin_device *dev, gllmk_plugin_memory *mem);
+gllmk_status vk_mem_write(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t offset,
+                          const void *src, uint64_t size);
+gllmk_status vk_mem_read(gllmk_plugin_device *dev, gllmk_plugin_memory *src, uint64_t offset,
+                         void *dst, uint64_t size);
+gllmk_status vk_mem_copy(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t dst_offset,
+                         gllmk_plugin_memory *src, uint64_t src_offset, uint64_t size);
+gllmk_status vk_mem_fill(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t offset,
+                         uint64_t size, uint8_t value);
+
+#define GLLMK_OP(name) \
+  gllmk_status vk_##name(gllmk_plugin_device *dev, const gllmk_##name##_args *args);
+#include "gllmk/gllmk_ops.def"
+
+#endif /* GLLMK_VK_INTERNAL_H_ */

@@ -1,0 +1,108 @@
+/*
+ * vk_ops_attention.c - attention and paged_attention (one shared flash loop,
+ * kernels/attend.glsl).
+ */
+#include <string.h>
+
+#include "vk_internal.h"
+
+#define VK_ATTENTION_GROUP 128
+
+/* Rows per workgroup, keys per tile and the head_dim bound of the shared
+ * tiles, by head_dim: every choice stays under 26 KiB of shared memory. */
+static void vk_attention_tiles(vk_call *call, int64_t head_dim) {
+  uint32_t bq = 16, bk = 16, dmax = 128;
+  if (head_dim <= 64) {
+    bk = 32;
+    dmax = 64;
+  } else if (head_dim > 128) {
+    bq = 8;
+    bk = 8;
+    dmax = 256;
+  }
+  call->key.extra[0] = bq;
+  call->key.extra[1] = bk;
+  call->key.extra[2] = dmax;
+}
+
+gllmk_status vk_attention(gllmk_plugin_device *dev, const gllmk_attention_args *args) {
+  const gllmk_tensor *q = args->q, *k = args->k, *v = args->v, *out = args->out;
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_attention, q->dtype, VK_ATTENTION_GROUP);
+  call.key.variant = args->causal ? 1 : 0;
+  vk_attention_tiles(&call, q->shape[3]);
+  struct {
+    uint32_t sq, skv, hq, head_dim, group;
+    float scale;
+    uint32_t has_lens, has_lse;
+    uint32_t q_offset, q_sb, q_ss, q_sh, k_offset, k_sb, k_ss, k_sh, v_offset, v_sb, v_ss, v_sh,
+        o_offset, o_sb, o_ss, o_sh, lens_offset, lse_offset;
+  } p;
+  memset(&p, 0, sizeof p);
+  p.sq = vk_call_u32(&call, q->shape[1], "Sq");
+  p.skv = vk_call_u32(&call, k->shape[1], "Skv");
+  p.hq = vk_call_u32(&call, q->shape[2], "Hq");
+  p.head_dim = (uint32_t)q->shape[3];
+  p.group = (uint32_t)(q->shape[2] / k->shape[2]);
+  p.scale = args->scale;
+  p.o_offset = vk_call_tensor(&call, 0, out);
+  p.q_offset = vk_call_tensor(&call, 1, q);
+  p.k_offset = vk_call_tensor(&call, 2, k);
+  p.v_offset = vk_call_tensor(&call, 3, v);
+  uint32_t *strides[4][3] = {{&p.o_sb, &p.o_ss, &p.o_sh},
+                             {&p.q_sb, &p.q_ss, &p.q_sh},
+                             {&p.k_sb, &p.k_ss, &p.k_sh},
+                             {&p.v_sb, &p.v_ss, &p.v_sh}};
+  const gllmk_tensor *tensors[4] = {out, q, k, v};
+  for (int t = 0; t < 4; t++)
+    for (int d = 0; d < 3; d++) *strides[t][d] = vk_call_stride(&call, tensors[t], d);
+  if (args->kv_lens) {
+    p.has_lens = 1;
+    p.lens_offset = vk_call_tensor(&call, 4, args->kv_lens);
+  }
+  if (args->lse) {
+    p.has_lse = 1;
+    p.lse_offset = vk_call_tensor(&call, 5, args->lse);
+  }
+  uint64_t rows = (uint64_t)p.sq * p.group;
+  return vk_call_run(&call, &p, sizeof p, vk_groups(rows, call.key.extra[0]),
+                     (uint64_t)k->shape[2], (uint64_t)q->shape[0]);
+}
+
+gllmk_status vk_paged_attention(gllmk_plugin_device *dev, const gllmk_paged_attention_args *args) {
+  const gllmk_tensor *q = args->q, *out = args->out, *kc = args->k_cache;
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_paged_attention, q->dtype, VK_ATTENTION_GROUP);
+  vk_attention_tiles(&call, q->shape[2]);
+  struct {
+    uint32_t tokens, batch, hq, head_dim, group;
+    float scale;
+    uint32_t block_size, max_blocks, cache_blocks, hkv;
+    uint32_t q_offset, q_st, q_sh, o_offset, o_st, o_sh;
+    uint32_t k_offset, v_offset, table_offset, starts_offset, lens_offset;
+  } p;
+  p.tokens = vk_call_u32(&call, q->shape[0], "T");
+  p.batch = vk_call_u32(&call, args->block_table->shape[0], "the batch");
+  p.hq = vk_call_u32(&call, q->shape[1], "Hq");
+  p.head_dim = (uint32_t)q->shape[2];
+  p.group = (uint32_t)(q->shape[1] / kc->shape[2]);
+  p.scale = args->scale;
+  p.block_size = vk_call_u32(&call, kc->shape[1], "the block size");
+  p.max_blocks = vk_call_u32(&call, args->block_table->shape[1], "max_blocks");
+  p.cache_blocks = vk_call_u32(&call, kc->shape[0], "the cache blocks");
+  p.hkv = (uint32_t)kc->shape[2];
+  p.o_offset = vk_call_tensor(&call, 0, out);
+  p.o_st = vk_call_stride(&call, out, 0);
+  p.o_sh = vk_call_stride(&call, out, 1);
+  p.q_offset = vk_call_tensor(&call, 1, q);
+  p.q_st = vk_call_stride(&call, q, 0);
+  p.q_sh = vk_call_stride(&call, q, 1);
+  p.k_offset = vk_call_tensor(&call, 2, kc);
+  p.v_offset = vk_call_tensor(&call, 3, args->v_cache);
+  p.table_offset = vk_call_tensor(&call, 4, args->block_table);
+  p.starts_offset = vk_call_tensor(&call, 5, args->q_starts);
+  p.lens_offset = vk_call_tensor(&call, 6, args->seq_lens);
+  /* Any one sequence may hold all T tokens: the grid covers that. */
+  uint64_t rows = (uint64_t)p.tokens * p.group;
+  return vk_call_run(&call, &p, sizeof p, vk_groups(rows, call.key.extra[0]), p.hkv, p.batch);
+}

@@ -1,0 +1,110 @@
+/*
+ * vk_ops_index.c - ops driven by indices in device memory: embedding,
+ * kv_append, argmax and sample.
+ */
+#include "vk_internal.h"
+
+#define VK_INDEX_GROUP 256
+
+gllmk_status vk_embedding(gllmk_plugin_device *dev, const gllmk_embedding_args *args) {
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_embedding, args->out->dtype, VK_INDEX_GROUP);
+  gllmk_plugin_rows o = gllmk_plugin_as_rows(args->out), t = gllmk_plugin_as_rows(args->table),
+                    ids = gllmk_plugin_as_rows(args->ids);
+  struct {
+    uint32_t count, dim, vocab, out_offset, out_row_stride, table_offset, table_row_stride,
+        ids_offset, ids_cols, ids_row_stride;
+  } push;
+  push.count = vk_call_u32(&call, o.rows * o.cols, "the element count");
+  push.dim = (uint32_t)o.cols;
+  push.vocab = vk_call_u32(&call, t.rows, "the vocabulary size");
+  push.out_offset = vk_call_tensor(&call, 0, args->out);
+  push.out_row_stride = vk_call_u32(&call, o.row_stride, "a row stride");
+  push.table_offset = vk_call_tensor(&call, 1, args->table);
+  push.table_row_stride = vk_call_u32(&call, t.row_stride, "a row stride");
+  push.ids_offset = vk_call_tensor(&call, 2, args->ids);
+  push.ids_cols = (uint32_t)ids.cols;
+  push.ids_row_stride = vk_call_u32(&call, ids.row_stride, "a row stride");
+  return vk_call_run(&call, &push, sizeof push, vk_groups(push.count, VK_INDEX_GROUP), 1, 1);
+}
+
+gllmk_status vk_kv_append(gllmk_plugin_device *dev, const gllmk_kv_append_args *args) {
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_kv_append, args->k->dtype, VK_INDEX_GROUP);
+  const gllmk_tensor *kc = args->k_cache;
+  gllmk_plugin_rows k = gllmk_plugin_as_rows(args->k), v = gllmk_plugin_as_rows(args->v);
+  struct {
+    uint32_t count, heads, dim, capacity, kc_offset, kc_row_stride, vc_offset, vc_row_stride,
+        k_offset, k_row_stride, v_offset, v_row_stride, slots_offset;
+  } push;
+  push.count = vk_call_u32(&call, k.rows * k.cols, "the element count");
+  push.heads = vk_call_u32(&call, args->k->shape[1], "the head count");
+  push.dim = (uint32_t)k.cols;
+  push.capacity = vk_call_u32(&call, kc->shape[0] * kc->shape[1], "the cache capacity");
+  push.kc_offset = vk_call_tensor(&call, 0, kc);
+  push.kc_row_stride =
+      vk_call_u32(&call, gllmk_plugin_as_rows(kc).row_stride, "a row stride");
+  push.vc_offset = vk_call_tensor(&call, 1, args->v_cache);
+  push.vc_row_stride =
+      vk_call_u32(&call, gllmk_plugin_as_rows(args->v_cache).row_stride, "a row stride");
+  push.k_offset = vk_call_tensor(&call, 2, args->k);
+  push.k_row_stride = vk_call_u32(&call, k.row_stride, "a row stride");
+  push.v_offset = vk_call_tensor(&call, 3, args->v);
+  push.v_row_stride = vk_call_u32(&call, v.row_stride, "a row stride");
+  push.slots_offset = vk_call_tensor(&call, 4, args->slots);
+  return vk_call_run(&call, &push, sizeof push, vk_groups(push.count, VK_INDEX_GROUP), 1, 1);
+}
+
+/* The fields argmax.comp and sample.comp share at the start of their push
+ * constants: logits as rows, out (I32) as rows of out_cols. */
+typedef struct vk_pick_push {
+  uint32_t rows, cols, x_offset, x_row_stride, out_offset, out_cols, out_row_stride;
+} vk_pick_push;
+
+static vk_pick_push vk_pick_bind(vk_call *call, const gllmk_tensor *out,
+                                 const gllmk_tensor *logits) {
+  gllmk_plugin_rows x = gllmk_plugin_as_rows(logits), o = gllmk_plugin_as_rows(out);
+  vk_pick_push p;
+  p.rows = vk_call_u32(call, x.rows, "the row count");
+  p.cols = vk_call_u32(call, x.cols, "the row length");
+  p.x_offset = vk_call_tensor(call, 0, logits);
+  p.x_row_stride = vk_call_u32(call, x.row_stride, "a row stride");
+  p.out_offset = vk_call_tensor(call, 1, out);
+  p.out_cols = (uint32_t)o.cols;
+  p.out_row_stride = vk_call_u32(call, o.row_stride, "a row stride");
+  return p;
+}
+
+gllmk_status vk_argmax(gllmk_plugin_device *dev, const gllmk_argmax_args *args) {
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_argmax, args->logits->dtype, VK_INDEX_GROUP);
+  vk_pick_push push = vk_pick_bind(&call, args->out, args->logits);
+  return vk_call_run(&call, &push, sizeof push, push.rows, 1, 1);
+}
+
+/* Rows at most this long are sampled by one invocation each: with a few
+ * logits per row a workgroup would mostly wait at its barriers. */
+#define VK_SAMPLE_SERIAL_COLS 64
+
+gllmk_status vk_sample(gllmk_plugin_device *dev, const gllmk_sample_args *args) {
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_sample, args->logits->dtype, VK_INDEX_GROUP);
+  int serial = args->logits->shape[args->logits->ndim - 1] <= VK_SAMPLE_SERIAL_COLS;
+  call.key.variant = serial ? 1 : 0;
+  struct {
+    vk_pick_push pick;
+    float temperature, top_p, min_p;
+    uint32_t top_k, seed_lo, seed_hi, offset_lo, offset_hi;
+  } push;
+  push.pick = vk_pick_bind(&call, args->out, args->logits);
+  push.temperature = args->temperature;
+  push.top_p = args->top_p;
+  push.min_p = args->min_p;
+  push.top_k = args->top_k > 0 ? (uint32_t)args->top_k : 0;
+  push.seed_lo = (uint32_t)args->seed;
+  push.seed_hi = (uint32_t)(args->seed >> 32);
+  push.offset_lo = (uint32_t)args->offset;
+  push.offset_hi = (uint32_t)(args->offset >> 32);
+  uint64_t groups = serial ? vk_groups(push.pick.rows, VK_INDEX_GROUP) : push.pick.rows;
+  return vk_call_run(&call, &push, sizeof push, groups, 1, 1);
+}

@@ -1,0 +1,204 @@
+/*
+ * vk_ops_matmul.c - matmul.
+ */
+#include <string.h>
+
+#include "vk_internal.h"
+
+/* The distance between matrices of a batched operand: the stride of its
+ * innermost batch dim with extent > 1 (the core checks that they flatten). */
+static int64_t vk_batch_stride(const gllmk_tensor *t) {
+  for (int32_t i = t->ndim - 3; i >= 0; i--)
+    if (t->shape[i] > 1) return t->strides[i];
+  return 0;
+}
+
+typedef struct vk_matmul_push {
+  uint32_t M, N, K, batch;
+  uint32_t a_offset, lda, a_batch_stride;
+  uint32_t b_offset, ldb, b_batch_stride;
+  uint32_t out_offset, ldo, out_batch_stride;
+  uint32_t bias_offset, has_bias;
+  float alpha, beta;
+} vk_matmul_push;
+
+/* Tile of the plain kernel: BM x BN outputs, BK deep, TM x TN per invocation. */
+enum { VK_MM_BM = 64, VK_MM_BN = 64, VK_MM_BK = 16, VK_MM_TM = 4, VK_MM_TN = 4 };
+/* gemv.comp: at most GEMV_M rows of a; RN outputs per workgroup for b [N, K];
+ * K in KSPLIT slices for b [K, N]. */
+enum { VK_GEMV_M = 4, VK_GEMV_RN = 4, VK_GEMV_KSPLIT = 4, VK_GEMV_GROUP = 256 };
+
+/* Fills the push constants common to matmul.comp and gemv.comp and binds
+ * out (0), a (1), b (2) and bias (3). */
+static vk_matmul_push vk_matmul_bind(vk_call *call, const gllmk_matmul_args *args) {
+  const gllmk_tensor *a = args->a, *b = args->b, *out = args->out;
+  int32_t nd = a->ndim;
+  int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], N = out->shape[nd - 1];
+  int64_t batch = vk_numel(a) / (M * K);
+  vk_matmul_push p;
+  memset(&p, 0, sizeof p);
+  p.M = vk_call_u32(call, M, "M");
+  p.N = vk_call_u32(call, N, "N");
+  p.K = vk_call_u32(call, K, "K");
+  p.batch = vk_call_u32(call, batch, "the batch count");
+  p.a_offset = vk_call_tensor(call, 1, a);
+  p.lda = vk_call_stride(call, a, nd - 2);
+  p.a_batch_stride = vk_call_u32(call, vk_batch_stride(a), "a batch stride");
+  p.b_offset = vk_call_tensor(call, 2, b);
+  p.ldb = vk_call_stride(call, b, b->ndim - 2);
+  if (b->ndim > 2) p.b_batch_stride = vk_call_u32(call, vk_batch_stride(b), "a batch stride");
+  p.out_offset = vk_call_tensor(call, 0, out);
+  p.ldo = vk_call_stride(call, out, nd - 2);
+  p.out_batch_stride = vk_call_u32(call, vk_batch_stride(out), "a batch stride");
+  if (args->bias) {
+    p.bias_offset = vk_call_tensor(call, 3, args->bias);
+    p.has_bias = 1;
+  }
+  p.alpha = args->alpha;
+  p.beta = args->beta;
+  return p;
+}
+
+static gllmk_status vk_matmul_tiled(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_matmul, args->out->dtype,
+               (VK_MM_BM / VK_MM_TM) * (VK_MM_BN / VK_MM_TN));
+  call.key.variant = args->b_layout == GLLMK_B_NK ? 0 : 1;
+  const uint32_t tile[VK_MAX_SPEC_EXTRA] = {VK_MM_BM, VK_MM_BN, VK_MM_BK, VK_MM_TM, VK_MM_TN};
+  memcpy(call.key.extra, tile, sizeof tile);
+  vk_matmul_push p = vk_matmul_bind(&call, args);
+  return vk_call_run(&call, &p, sizeof p, vk_groups(p.N, VK_MM_BN), vk_groups(p.M, VK_MM_BM),
+                     p.batch);
+}
+
+static gllmk_status vk_matmul_gemv(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_gemv, args->out->dtype, VK_GEMV_GROUP);
+  int nk = args->b_layout == GLLMK_B_NK;
+  call.key.variant = nk ? 0 : 1;
+  vk_matmul_push p = vk_matmul_bind(&call, args);
+  const uint32_t spec[VK_MAX_SPEC_EXTRA] = {p.M, VK_GEMV_RN, VK_GEMV_KSPLIT};
+  memcpy(call.key.extra, spec, sizeof spec);
+  uint64_t per_group = nk ? VK_GEMV_RN : VK_GEMV_GROUP / VK_GEMV_KSPLIT;
+  return vk_call_run(&call, &p, sizeof p, vk_groups(p.N, per_group), 1, p.batch);
+}
+
+/* ------------------------------------------------ cooperative matrices */
+
+/* matmul_coop.comp's tile, and the smallest M and N worth packing for. */
+enum { VK_COOP_BM = 128, VK_COOP_BN = 128, VK_COOP_BK = 32, VK_COOP_MIN = 32 };
+
+static uint64_t vk_round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
+
+/* Where one operand's packed copy and scales live in dev->scratch. */
+typedef struct vk_packed {
+  uint64_t rows_p, count; /* padded rows; matrices (batch or 1) */
+  uint64_t data_at, data_bytes, scale_at, scale_bytes;
+} vk_packed;
+
+static uint64_t vk_packed_layout(vk_packed *pk, uint64_t rows_p, uint64_t k_p, uint64_t count,
+                                 uint64_t at, uint64_t align) {
+  pk->rows_p = rows_p;
+  pk->count = count;
+  pk->data_at = at;
+  pk->data_bytes = count * rows_p * k_p * 2;
+  pk->scale_at = vk_round_up(at + pk->data_bytes, align);
+  pk->scale_bytes = count * rows_p * 4;
+  return vk_round_up(pk->scale_at + pk->scale_bytes, align);
+}
+
+/* mm_pack.comp: `t` (rows of length K, or with transposed, K rows of `rows`)
+ * into pk. */
+static gllmk_status vk_pack(gllmk_plugin_device *dev, const gllmk_tensor *t, int transposed,
+                            uint64_t rows, uint64_t k, uint64_t k_p, const vk_packed *pk) {
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_mm_pack, t->dtype, 256);
+  call.key.variant = transposed ? 1 : 0;
+  vk_call_memory(&call, 0, &dev->scratch, pk->data_at, pk->data_bytes);
+  vk_call_memory(&call, 2, &dev->scratch, pk->scale_at, pk->scale_bytes);
+  struct {
+    uint32_t rows, k, rows_p, k_p, batch, src_offset, src_ld, src_batch_stride, dst_offset,
+        dst_batch_stride, scale_offset, scale_batch_stride;
+  } p = {0};
+  p.rows = (uint32_t)rows;
+  p.k = (uint32_t)k;
+  p.rows_p = vk_call_u32(&call, (int64_t)pk->rows_p, "a padded dimension");
+  p.k_p = (uint32_t)k_p;
+  p.batch = (uint32_t)pk->count;
+  p.src_offset = vk_call_tensor(&call, 1, t);
+  p.src_ld = vk_call_stride(&call, t, t->ndim - 2);
+  p.src_batch_stride = pk->count > 1 ? vk_call_u32(&call, vk_batch_stride(t), "a batch stride") : 0;
+  p.dst_batch_stride = vk_call_u32(&call, (int64_t)(pk->rows_p * k_p), "a packed matrix");
+  p.scale_batch_stride = (uint32_t)pk->rows_p;
+  uint64_t groups = transposed ? pk->rows_p / 32 : pk->rows_p;
+  return vk_call_run(&call, &p, sizeof p, groups, 1, pk->count);
+}
+
+/* F16/BF16 matmul on tensor cores: pack a and b into dev->scratch, then
+ * matmul_coop.comp. Returns GLLMK_ERR_UNSUPPORTED (without a message) where
+ * the problem does not suit it, and the caller takes the plain path. */
+static gllmk_status vk_matmul_coop(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
+  const gllmk_tensor *a = args->a, *b = args->b, *out = args->out;
+  int32_t nd = a->ndim;
+  uint64_t M = (uint64_t)a->shape[nd - 2], K = (uint64_t)a->shape[nd - 1];
+  uint64_t N = (uint64_t)out->shape[nd - 1], batch = (uint64_t)vk_numel(a) / (M * K);
+  uint64_t k_p = vk_round_up(K, VK_COOP_BK);
+  uint64_t align = dev->phys->limits.minStorageBufferOffsetAlignment;
+  if (align < 256) align = 256;
+  vk_packed pa, pb;
+  uint64_t b_count = b->ndim > 2 ? batch : 1;
+  uint64_t end = vk_packed_layout(&pa, vk_round_up(M, VK_COOP_BM), k_p, batch, 0, align);
+  end = vk_packed_layout(&pb, vk_round_up(N, VK_COOP_BN), k_p, b_count, end, align);
+  /* 32-bit indices in halves, and bindable in one range each. */
+  uint64_t limit = dev->phys->limits.maxStorageBufferRange;
+  if (pa.data_bytes / 2 > UINT32_MAX || pb.data_bytes / 2 > UINT32_MAX || pa.data_bytes > limit ||
+      pb.data_bytes > limit)
+    return GLLMK_ERR_UNSUPPORTED;
+  if (vk_scratch_reserve(dev, end) != GLLMK_OK) return GLLMK_ERR_UNSUPPORTED;
+
+  gllmk_status s = vk_pack(dev, a, 0, M, K, k_p, &pa);
+  if (s == GLLMK_OK) s = vk_pack(dev, b, args->b_layout == GLLMK_B_KN, N, K, k_p, &pb);
+  if (s != GLLMK_OK) return s;
+
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_matmul_coop, out->dtype, 256);
+  vk_call_memory(&call, 1, &dev->scratch, pa.data_at, pa.data_bytes);
+  vk_call_memory(&call, 2, &dev->scratch, pb.data_at, pb.data_bytes);
+  vk_call_memory(&call, 4, &dev->scratch, pa.scale_at, pa.scale_bytes);
+  vk_call_memory(&call, 5, &dev->scratch, pb.scale_at, pb.scale_bytes);
+  struct {
+    uint32_t M, N, k_p, batch, a_batch_stride, b_batch_stride, sa_batch_stride, sb_batch_stride,
+        out_offset, ldo, out_batch_stride, bias_offset, has_bias;
+    float alpha, beta;
+  } p = {0};
+  p.M = (uint32_t)M;
+  p.N = (uint32_t)N;
+  p.k_p = (uint32_t)k_p;
+  p.batch = (uint32_t)batch;
+  p.a_batch_stride = (uint32_t)(pa.rows_p * k_p);
+  p.b_batch_stride = b_count > 1 ? (uint32_t)(pb.rows_p * k_p) : 0;
+  p.sa_batch_stride = (uint32_t)pa.rows_p;
+  p.sb_batch_stride = b_count > 1 ? (uint32_t)pb.rows_p : 0;
+  p.out_offset = vk_call_tensor(&call, 0, out);
+  p.ldo = vk_call_stride(&call, out, nd - 2);
+  p.out_batch_stride = vk_call_u32(&call, vk_batch_stride(out), "a batch stride");
+  if (args->bias) {
+    p.bias_offset = vk_call_tensor(&call, 3, args->bias);
+    p.has_bias = 1;
+  }
+  p.alpha = args->alpha;
+  p.beta = args->beta;
+  return vk_call_run(&call, &p, sizeof p, pb.rows_p / VK_COOP_BN, pa.rows_p / VK_COOP_BM, batch);
+}
+
+gllmk_status vk_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
+  int32_t nd = args->a->ndim;
+  int64_t M = args->a->shape[nd - 2], N = args->out->shape[nd - 1];
+  if (M <= VK_GEMV_M) return vk_matmul_gemv(dev, args);
+  if (dev->phys->coopmat_nv && args->a->dtype != GLLMK_F32 && M >= VK_COOP_MIN &&
+      N >= VK_COOP_MIN) {
+    gllmk_status s = vk_matmul_coop(dev, args);
+    if (s != GLLMK_ERR_UNSUPPORTED) return s;
+  }
+  return vk_matmul_tiled(dev, args);
+}

@@ -1,0 +1,108 @@
+/*
+ * vk_ops_rows.c - ops that work row by row: the norms, softmax and rope.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+#define VK_ROW_GROUP 256
+
+/* VARIANT values of norm.comp. */
+enum { VK_NORM_RMS, VK_NORM_ADD_RMS, VK_NORM_LAYER, VK_NORM_LAYER_BIAS, VK_NORM_SOFTMAX };
+
+typedef struct vk_norm_push {
+  uint32_t rows, cols, out_offset, out_row_stride, x_offset, x_row_stride, w_offset, bias_offset,
+      res_offset, res_row_stride;
+  float eps, scale;
+} vk_norm_push;
+
+/* One workgroup per row of x (residual, weight and bias as the op has them). */
+static gllmk_status vk_norm(gllmk_plugin_device *dev, uint32_t op, const gllmk_tensor *out,
+                            const gllmk_tensor *x, const gllmk_tensor *weight,
+                            const gllmk_tensor *bias, const gllmk_tensor *residual, float eps,
+                            float scale) {
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_norm, out->dtype, VK_ROW_GROUP);
+  call.key.variant = op;
+  gllmk_plugin_rows o = gllmk_plugin_as_rows(out), xr = gllmk_plugin_as_rows(x);
+  vk_norm_push push;
+  memset(&push, 0, sizeof push);
+  push.rows = vk_call_u32(&call, o.rows, "the row count");
+  push.cols = vk_call_u32(&call, o.cols, "the row length");
+  push.out_offset = vk_call_tensor(&call, 0, out);
+  push.out_row_stride = vk_call_u32(&call, o.row_stride, "a row stride");
+  push.x_offset = vk_call_tensor(&call, 1, x);
+  push.x_row_stride = vk_call_u32(&call, xr.row_stride, "a row stride");
+  if (weight) push.w_offset = vk_call_tensor(&call, 2, weight);
+  if (bias) push.bias_offset = vk_call_tensor(&call, 3, bias);
+  if (residual) {
+    push.res_offset = vk_call_tensor(&call, 4, residual);
+    push.res_row_stride =
+        vk_call_u32(&call, gllmk_plugin_as_rows(residual).row_stride, "a row stride");
+  }
+  push.eps = eps;
+  push.scale = scale;
+  return vk_call_run(&call, &push, sizeof push, push.rows, 1, 1);
+}
+
+gllmk_status vk_rmsnorm(gllmk_plugin_device *dev, const gllmk_rmsnorm_args *args) {
+  return vk_norm(dev, VK_NORM_RMS, args->out, args->x, args->weight, NULL, NULL, args->eps, 1.0f);
+}
+
+gllmk_status vk_add_rmsnorm(gllmk_plugin_device *dev, const gllmk_add_rmsnorm_args *args) {
+  return vk_norm(dev, VK_NORM_ADD_RMS, args->out, args->x, args->weight, NULL, args->residual,
+                 args->eps, 1.0f);
+}
+
+gllmk_status vk_layernorm(gllmk_plugin_device *dev, const gllmk_layernorm_args *args) {
+  return vk_norm(dev, args->bias ? VK_NORM_LAYER_BIAS : VK_NORM_LAYER, args->out, args->x,
+                 args->weight, args->bias, NULL, args->eps, 1.0f);
+}
+
+gllmk_status vk_softmax(gllmk_plugin_device *dev, const gllmk_softmax_args *args) {
+  return vk_norm(dev, VK_NORM_SOFTMAX, args->out, args->x, NULL, NULL, NULL, 0.0f, args->scale);
+}
+
+/* ------------------------------------------------------------------ rope */
+
+gllmk_status vk_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
+  /* Pair j turns by position * theta^(-2j / rotary_dim) radians: passed as
+   * turns per position, a binary fraction in 64 bits computed in double. */
+  uint32_t pairs = (uint32_t)args->rotary_dim / 2;
+  uint64_t table_bytes = (uint64_t)pairs * sizeof(uint64_t);
+  vk_frame *frame;
+  uint64_t table_at;
+  gllmk_status s = vk_arena_reserve(dev, table_bytes, &frame, &table_at);
+  if (s != GLLMK_OK) return s;
+  uint64_t *table = (uint64_t *)(void *)(dev->arena_map + table_at);
+  for (uint32_t j = 0; j < pairs; j++) {
+    double radians = pow((double)args->theta, -2.0 * j / (double)args->rotary_dim);
+    double turns = radians / (2.0 * M_PI); /* < 1 */
+    table[j] = (uint64_t)ldexp(turns, 64); /* read as uvec2 (lo, hi): little endian */
+  }
+
+  const gllmk_tensor *x = args->x, *out = args->out;
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_rope, out->dtype, VK_ROW_GROUP);
+  call.key.variant = args->style == GLLMK_ROPE_GPTJ ? 1 : 0;
+  int64_t units = (int64_t)pairs + (out->shape[2] - args->rotary_dim);
+  struct {
+    uint32_t count, units_per_row, heads, rotary_dim, out_offset, out_token_stride,
+        out_head_stride, x_offset, x_token_stride, x_head_stride, pos_offset, pos_stride;
+  } push;
+  push.count = vk_call_u32(&call, out->shape[0] * out->shape[1] * units, "the element count");
+  push.units_per_row = (uint32_t)units;
+  push.heads = (uint32_t)out->shape[1];
+  push.rotary_dim = (uint32_t)args->rotary_dim;
+  push.out_offset = vk_call_tensor(&call, 0, out);
+  push.out_token_stride = vk_call_stride(&call, out, 0);
+  push.out_head_stride = vk_call_stride(&call, out, 1);
+  push.x_offset = vk_call_tensor(&call, 1, x);
+  push.x_token_stride = vk_call_stride(&call, x, 0);
+  push.x_head_stride = vk_call_stride(&call, x, 1);
+  push.pos_offset = vk_call_tensor(&call, 2, args->positions);
+  push.pos_stride = vk_call_stride(&call, args->positions, 0);
+  vk_call_arena(&call, 3, table_at, table_bytes);
+  return vk_call_run(&call, &push, sizeof push, vk_groups(push.count, VK_ROW_GROUP), 1, 1);
+}
