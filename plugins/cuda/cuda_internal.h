@@ -1,0 +1,90 @@
+/*
+ * cuda_internal.h - shared declarations of the cuda plugin.
+ *
+ * The plugin talks to libcuda.so.1 only, through the function table `cu`
+ * filled at probe time. A gllmk_plugin_memory* is the CUdeviceptr of the
+ * allocation itself. Each context (open) owns a stream on the device's
+ * primary context, the kernel module loaded from the embedded fatbin, and a
+ * word of host-mapped memory where kernels flag out-of-range device data.
+ */
+#ifndef GLLMK_CUDA_INTERNAL_H_
+#define GLLMK_CUDA_INTERNAL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_driver.h"
+#include "gllmk/gllmk_plugin.h"
+#include "kernels/gk_params.h"
+
+typedef struct cuda_api {
+#define CUDA_SYMBOL(name, legacy, params) CUresult (*name) params;
+#include "cuda_symbols.def"
+} cuda_api;
+
+extern cuda_api cu;
+extern const gllmk_plugin_host *cuda_host;
+
+enum cuda_kernel_id {
+#define CUDA_KERNEL(name) CK_##name,
+#include "cuda_kernels.def"
+  CK_COUNT
+};
+
+#define CUDA_STAGING_BYTES (4u << 20)
+
+struct gllmk_plugin_device {
+  CUdevice device;
+  CUcontext context; /* the device's primary context (retained) */
+  CUstream stream;
+  CUmodule module;
+  CUfunction kernels[CK_COUNT];
+  int sm;              /* compute capability, 10 * major + minor */
+  int wgmma;           /* the driver loaded the sm_90a image: matmul_wgmma works */
+  int multiprocessors;
+  int smem_optin;      /* bytes of shared memory a block may opt in to */
+  int smem_per_sm;     /* bytes of shared memory of one multiprocessor */
+  /* Device error word: kernels set GK_ERROR_* bits, synchronize reports. */
+  volatile uint32_t *error_host;
+  CUdeviceptr error_device;
+  /* Pinned staging for mem_write: two halves used in turn, each with an
+   * event that says when its last copy finished. */
+  unsigned char *staging[2];
+  CUevent staging_done[2];
+  int staging_next;
+  /* Split-K partial results of attention, grown on demand. */
+  CUdeviceptr scratch;
+  size_t scratch_size;
+};
+
+/* Makes the device's context current for the calling thread / restores the
+ * previous one. Every entry point that calls the driver brackets with these. */
+gllmk_status cuda_enter(gllmk_plugin_device *dev);
+void cuda_leave(gllmk_plugin_device *dev);
+
+/* GLLMK_OK, or the driver's error as a gllmk status with a message naming
+ * `what` and the driver's error name and text. */
+gllmk_status cuda_check(CUresult result, const char *what);
+
+/* Launches a kernel whose only parameter is *params. */
+gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t gx, uint32_t gy,
+                         uint32_t gz, uint32_t threads, uint32_t smem, void *params);
+
+/* A device buffer of at least `bytes` for temporary results of queued work. */
+gllmk_status cuda_scratch(gllmk_plugin_device *dev, size_t bytes, CUdeviceptr *out);
+
+static inline CUdeviceptr cuda_memory_address(gllmk_plugin_memory *memory) {
+  return (CUdeviceptr)(uintptr_t)memory;
+}
+
+/* Device address of element [0, ..., 0]. */
+static inline CUdeviceptr cuda_tensor_address(const gllmk_tensor *t) {
+  return cuda_memory_address(gllmk_plugin_tensor_memory(t)) + t->offset;
+}
+
+/* Op entry points (cuda_ops.c). */
+#define GLLMK_OP(name) \
+  gllmk_status cuda_##name(gllmk_plugin_device *device, const gllmk_##name##_args *args);
+#include "gllmk/gllmk_ops.def"
+
+#endif /* GLLMK_CUDA_INTERNAL_H_ */

@@ -1,0 +1,764 @@
+/*
+ * attention.cu - attention and paged_attention.
+ *
+ *  - attention_simt: flash attention on CUDA cores, one query row per warp,
+ *    key/value tiles of 32 keys (one per lane) shared by the block's 4 rows.
+ *    Serves paged_attention (decode, chunked prefill, prefill after a
+ *    prefix), contiguous attention in f32, on sm_75, or with few query rows;
+ *    long key ranges are split across blocks (flash-decoding) and merged by
+ *    attention_combine.
+ *  - attention_mma: flash attention on tensor cores (f16/bf16, sm_80+) for
+ *    contiguous prefill: 64 query rows of one head per block, 16 per warp,
+ *    S = Q K^T and O += P V with mma.sync, P kept in registers.
+ *
+ * Rows are (token, head); a key j is visible to query token i of a sequence
+ * with q_len new tokens and L keys when j < L and, if causal,
+ * j <= i + L - q_len.
+ */
+#include "mma.cuh"
+
+/* ----------------------------------------------------------- sequences */
+
+struct seq_info {
+  int64_t q_start; /* first token */
+  int32_t q_len, len;
+  bool ok; /* paged: the device data describes a possible sequence */
+};
+
+/* The sequence that token t belongs to. */
+__device__ int seq_of_token(const gk_attention_params &p, int64_t t) {
+  if (!p.paged) return (int)(t / p.q_len);
+  const int32_t *starts = reinterpret_cast<const int32_t *>(p.q_starts);
+  int lo = 0, hi = p.batch - 1; /* the last b with starts[b] <= t */
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (starts[mid] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+__device__ seq_info seq_info_of(const gk_attention_params &p, int seq) {
+  seq_info s;
+  if (!p.paged) {
+    int32_t len = p.kv_len;
+    if (p.kv_lens) len = reinterpret_cast<const int32_t *>(p.kv_lens)[seq];
+    s.q_start = (int64_t)seq * p.q_len;
+    s.q_len = p.q_len;
+    s.len = len < 0 ? 0 : (len > p.kv_len ? p.kv_len : len);
+    s.ok = true;
+    return s;
+  }
+  const int32_t *starts = reinterpret_cast<const int32_t *>(p.q_starts);
+  const int32_t begin = starts[seq], end = starts[seq + 1];
+  s.q_start = begin;
+  s.q_len = end - begin;
+  s.len = reinterpret_cast<const int32_t *>(p.seq_lens)[seq];
+  s.ok = begin >= 0 && end <= p.tokens && s.q_len >= 0 && s.len >= s.q_len &&
+         (int64_t)s.len <= (int64_t)p.max_blocks * p.block_size;
+  if (!s.ok) s.len = 0;
+  return s;
+}
+
+/* Keys [0, end) are visible to query i (0-based within its sequence). */
+__device__ __forceinline__ int visible_end(const gk_attention_params &p, const seq_info &s, int64_t i) {
+  if (!p.causal) return s.len;
+  const int64_t end = i + s.len - s.q_len + 1;
+  return (int)(end < 0 ? 0 : (end > s.len ? s.len : end));
+}
+
+/* Row of key j of kv head hk in k/v (or the cache), or -1 if the block
+ * table points outside the cache. */
+__device__ __forceinline__ int64_t key_row(const gk_attention_params &p, int seq, int j, int hk) {
+  if (!p.paged) return ((int64_t)seq * p.kv_len + j) * p.kv_heads + hk;
+  const int32_t *table = reinterpret_cast<const int32_t *>(p.block_table) + (int64_t)seq * p.block_table_stride;
+  const int32_t block = table[j / p.block_size];
+  if (block < 0 || block >= p.num_blocks) return -1;
+  return ((int64_t)block * p.block_size + j % p.block_size) * p.kv_heads + hk;
+}
+
+/* ------------------------------------------------------- SIMT attention */
+
+/* Loads keys j0 .. j0 + 31 (those below `end`; the rest become zeros) of
+ * head hk into shared memory rows `pitch` elements apart. Four threads share
+ * a key, so each looks up its cache row once. */
+static_assert(GK_ATTENTION_WARPS * 32 == 4 * GK_ATTENTION_KEYS, "four threads per key");
+template <class T>
+__device__ void load_kv_tile(const gk_attention_params &p, T *k_dst, T *v_dst, int pitch, int seq, int hk,
+                             int j0, int end) {
+  const T *k = reinterpret_cast<const T *>(p.k), *v = reinterpret_cast<const T *>(p.v);
+  const int d = p.head_dim, r = threadIdx.x >> 2, part = threadIdx.x & 3, j = j0 + r;
+  int64_t row = -1;
+  if (j < end) {
+    row = key_row(p, seq, j, hk);
+    if (row < 0 && part == 0) raise_error(p.error_flag, GK_ERROR_PAGED_ATTENTION);
+  }
+  const T *ks = row >= 0 ? k + row * p.k_stride : k, *vs = row >= 0 ? v + row * p.v_stride : v;
+  if (p.vec) {
+    constexpr int E = 16 / (int)sizeof(T); /* elements per 16-byte copy */
+    for (int c = E * part; c < d; c += 4 * E) {
+      cp_async16(k_dst + r * pitch + c, ks + c, row >= 0 ? 16 : 0);
+      cp_async16(v_dst + r * pitch + c, vs + c, row >= 0 ? 16 : 0);
+    }
+  } else {
+    for (int c = part; c < d; c += 4) {
+      k_dst[r * pitch + c] = row >= 0 ? ks[c] : from_f32<T>(0.0f);
+      v_dst[r * pitch + c] = row >= 0 ? vs[c] : from_f32<T>(0.0f);
+    }
+  }
+}
+
+/* One warp's query row: running max, sum and output; lane owns dims
+ * 4 lane + 128 i + e (o[4 i + e], i < 2, e < 4). */
+struct warp_row {
+  float m, l, o[8];
+};
+
+/* Folds one tile of keys into the row: lane `lane` scores key j0 + lane,
+ * then the warp adds p_j v_j over the tile with `probs` (the warp's 32
+ * floats of shared memory) broadcasting the probabilities. */
+template <class T>
+__device__ __forceinline__ void attend_tile(warp_row &w, const float *q, float *probs, const T *kt, const T *vt,
+                                            int pitch, int d, float scale, bool visible) {
+  const int lane = threadIdx.x & 31;
+  float s = -INFINITY;
+  if (visible) {
+    const T *krow = kt + lane * pitch;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 2
+    for (int c = 0; c < d; c += 8) {
+      float kv[8];
+      load8(krow + c, kv);
+      const float4 q0 = *reinterpret_cast<const float4 *>(q + c);
+      const float4 q1 = *reinterpret_cast<const float4 *>(q + c + 4);
+      acc[0] = fmaf(q0.x, kv[0], acc[0]);
+      acc[1] = fmaf(q0.y, kv[1], acc[1]);
+      acc[2] = fmaf(q0.z, kv[2], acc[2]);
+      acc[3] = fmaf(q0.w, kv[3], acc[3]);
+      acc[0] = fmaf(q1.x, kv[4], acc[0]);
+      acc[1] = fmaf(q1.y, kv[5], acc[1]);
+      acc[2] = fmaf(q1.z, kv[6], acc[2]);
+      acc[3] = fmaf(q1.w, kv[7], acc[3]);
+    }
+    s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * scale;
+  }
+  const float m_new = fmaxf(w.m, warp_max(s));
+  if (m_new == -INFINITY) return; /* nothing visible yet */
+  const float alpha = expf(w.m - m_new);
+  const float prob = expf(s - m_new);
+  w.l = w.l * alpha + warp_sum(prob);
+  w.m = m_new;
+#pragma unroll
+  for (int i = 0; i < 8; i++) w.o[i] *= alpha;
+  probs[lane] = prob;
+  __syncwarp();
+  for (int j = 0; j < GK_ATTENTION_KEYS; j += 4) {
+    const float4 p4 = *reinterpret_cast<const float4 *>(probs + j);
+    const float pj[4] = {p4.x, p4.y, p4.z, p4.w};
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const T *vrow = vt + (j + u) * pitch;
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        const int c = 4 * lane + 128 * i;
+        if (c < d) {
+          float vv[4];
+          load4(vrow + c, vv);
+#pragma unroll
+          for (int e = 0; e < 4; e++) w.o[4 * i + e] = fmaf(pj[u], vv[e], w.o[4 * i + e]);
+        }
+      }
+    }
+  }
+  __syncwarp(); /* probs is rewritten by the next tile */
+}
+
+/* Writes a finished row: the normalised output and log-sum-exp, to out (and
+ * lse) or, when the keys are split, to the partial buffers. */
+template <class T>
+__device__ void finish_row(const gk_attention_params &p, const warp_row &w, int64_t t, int h, int seq, int64_t i) {
+  const int lane = threadIdx.x & 31, d = p.head_dim;
+  const float inv = w.l > 0.0f ? 1.0f / w.l : 0.0f;
+  const float lse = w.l > 0.0f ? w.m + logf(w.l) : -INFINITY;
+  const int64_t row = t * p.q_heads + h;
+  float *po = nullptr;
+  T *out = nullptr;
+  if (p.splits > 1) {
+    const int64_t prow = (int64_t)blockIdx.z * p.tokens * p.q_heads + row;
+    po = reinterpret_cast<float *>(p.partial_out) + prow * d;
+    if (lane == 0) reinterpret_cast<float *>(p.partial_lse)[prow] = lse;
+  } else {
+    out = ptr_at<T>(p.out, row * p.out_stride);
+    if (p.lse && lane == 0)
+      reinterpret_cast<float *>(p.lse)[((int64_t)seq * p.q_heads + h) * p.lse_stride + i] = lse;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const int c = 4 * lane + 128 * i + e;
+      if (c >= d) continue;
+      if (po) po[c] = w.o[4 * i + e] * inv;
+      else store1(out + c, w.o[4 * i + e] * inv);
+    }
+}
+
+/* Block: tokens [x * tokens_per_block, ...) x heads_per_block heads of kv
+ * head hk (blockIdx.y / chunks), keys of split blockIdx.z. The tokens of a
+ * block may span sequences; each sequence present is one pass over its keys. */
+template <class T> __device__ void attention_simt_impl(const gk_attention_params &p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int d = p.head_dim, warp = threadIdx.x >> 5;
+  const int pitch = GK_ATTENTION_PITCH(d, (int)sizeof(T)) / (int)sizeof(T);
+  float *q_row = reinterpret_cast<float *>(smem) + warp * d;
+  float *probs = reinterpret_cast<float *>(smem) + GK_ATTENTION_WARPS * d + warp * 32;
+  T *tiles = reinterpret_cast<T *>(smem + GK_ATTENTION_WARPS * (d + 32) * 4);
+  const int tile_elems = GK_ATTENTION_KEYS * pitch;
+
+  const int group = p.q_heads / p.kv_heads;
+  const int chunks = (group + p.heads_per_block - 1) / p.heads_per_block;
+  const int hk = blockIdx.y / chunks, hc = blockIdx.y % chunks;
+  const int64_t t0 = (int64_t)blockIdx.x * p.tokens_per_block;
+  const int64_t t_end = t0 + p.tokens_per_block < p.tokens ? t0 + p.tokens_per_block : p.tokens;
+  const int64_t t = t0 + warp / p.heads_per_block;
+  const int g = hc * p.heads_per_block + warp % p.heads_per_block;
+  const bool has_row = warp < p.tokens_per_block * p.heads_per_block && t < p.tokens && g < group;
+  const int h = hk * group + g;
+  const int my_seq = has_row ? seq_of_token(p, t) : -1;
+
+  const int seq_last = seq_of_token(p, t_end - 1);
+  for (int seq = seq_of_token(p, t0); seq <= seq_last; seq++) {
+    const seq_info s = seq_info_of(p, seq);
+    if (!s.ok && threadIdx.x == 0) raise_error(p.error_flag, GK_ERROR_PAGED_ATTENTION);
+    const bool active = has_row && my_seq == seq;
+    const int64_t i = t - s.q_start;
+    const int row_end = active ? visible_end(p, s, i) : 0;
+    /* The block's last token of this sequence sees the most keys. */
+    const int64_t seq_end = s.q_start + s.q_len < t_end ? s.q_start + s.q_len : t_end;
+    const int block_end = seq_end > s.q_start ? visible_end(p, s, seq_end - 1 - s.q_start) : 0;
+    const int k_begin = p.splits > 1 ? blockIdx.z * p.split_keys : 0;
+    const int k_end = p.splits > 1 && k_begin + p.split_keys < block_end ? k_begin + p.split_keys : block_end;
+
+    if (active) {
+      const T *q = ptr_at<const T>(p.q, (t * p.q_heads + h) * p.q_stride);
+      for (int c = threadIdx.x & 31; c < d; c += 32) q_row[c] = load1(q + c);
+    }
+    warp_row w;
+    w.m = -INFINITY;
+    w.l = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) w.o[k] = 0.0f;
+
+    const int ntiles = k_end > k_begin ? (k_end - k_begin + GK_ATTENTION_KEYS - 1) / GK_ATTENTION_KEYS : 0;
+    if (ntiles > 0 && p.stages == 2) load_kv_tile(p, tiles, tiles + tile_elems, pitch, seq, hk, k_begin, k_end);
+    cp_async_commit();
+    for (int it = 0; it < ntiles; it++) {
+      const int j0 = k_begin + it * GK_ATTENTION_KEYS;
+      const int buf = p.stages == 2 ? it & 1 : 0;
+      T *kt = tiles + 2 * buf * tile_elems;
+      if (p.stages == 2) {
+        if (it + 1 < ntiles) {
+          T *next = tiles + 2 * (buf ^ 1) * tile_elems;
+          load_kv_tile(p, next, next + tile_elems, pitch, seq, hk, j0 + GK_ATTENTION_KEYS, k_end);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+      } else {
+        load_kv_tile(p, kt, kt + tile_elems, pitch, seq, hk, j0, k_end);
+        cp_async_commit();
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+      if (active && j0 < row_end) {
+        const int j = j0 + (threadIdx.x & 31);
+        attend_tile(w, q_row, probs, kt, kt + tile_elems, pitch, d, p.scale, j < row_end && j < k_end);
+      }
+      __syncthreads(); /* the tile may be overwritten next */
+    }
+    cp_async_wait<0>();
+    if (active) finish_row<T>(p, w, t, h, seq, i);
+  }
+}
+
+GK_FLOAT_KERNELS(attention_simt, attention_simt_impl, gk_attention_params,
+                 __launch_bounds__(GK_ATTENTION_WARPS * 32))
+
+/* Merges the splits of every row (token, head): one warp per row. */
+template <class T> __device__ void attention_combine_impl(const gk_attention_params &p) {
+  const int lane = threadIdx.x & 31, d = p.head_dim;
+  const int64_t rows = (int64_t)p.tokens * p.q_heads;
+  const int64_t row = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (row >= rows) return;
+  const float *plse = reinterpret_cast<const float *>(p.partial_lse);
+  const float *pout = reinterpret_cast<const float *>(p.partial_out);
+  float m = -INFINITY;
+  for (int s = 0; s < p.splits; s++) m = fmaxf(m, plse[s * rows + row]);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, total = 0.0f;
+  if (m != -INFINITY) {
+    for (int s = 0; s < p.splits; s++) {
+      const float l = plse[s * rows + row];
+      if (l == -INFINITY) continue;
+      const float w = expf(l - m);
+      total += w;
+#pragma unroll
+      for (int k = 0; k < 8; k++)
+        if (lane + 32 * k < d) acc[k] = fmaf(w, pout[(s * rows + row) * d + lane + 32 * k], acc[k]);
+    }
+  }
+  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+  const int64_t t = row / p.q_heads;
+  const int h = (int)(row % p.q_heads);
+  T *out = ptr_at<T>(p.out, row * p.out_stride);
+#pragma unroll
+  for (int k = 0; k < 8; k++)
+    if (lane + 32 * k < d) store1(out + lane + 32 * k, acc[k] * inv);
+  if (p.lse && lane == 0 && !p.paged) {
+    const int64_t seq = t / p.q_len, i = t % p.q_len;
+    reinterpret_cast<float *>(p.lse)[(seq * p.q_heads + h) * p.lse_stride + i] =
+        total > 0.0f ? m + logf(total) : -INFINITY;
+  }
+}
+
+GK_FLOAT_KERNELS(attention_combine, attention_combine_impl, gk_attention_params, __launch_bounds__(128))
+
+/* P V on tensor cores takes P in T. For f16 (tolerance 1e-3) one f16 has
+ * too few bits, so P is split into hi + lo halves, two MMAs (P exact to
+ * ~2^-22); bf16 (tolerance 1e-2) multiplies P rounded once, and its row sum
+ * is taken of the rounded values so that the weights still sum to one. */
+template <class T> struct p_split {
+  static constexpr bool value = false;
+};
+template <> struct p_split<f16> {
+  static constexpr bool value = true;
+};
+
+/* The A fragments of P for keys 16 ks .. 16 ks + 15 from the S accumulators:
+ * `hi` rounded to T and, when split, `lo` = what the rounding lost. */
+template <class T>
+__device__ __forceinline__ void p_fragments(const float s0[4], const float s1[4], uint32_t hi[4], uint32_t lo[4]) {
+  const float v[8] = {s0[0], s0[1], s0[2], s0[3], s1[0], s1[1], s1[2], s1[3]};
+  float r[8];
+#pragma unroll
+  for (int i = 0; i < 8; i++) r[i] = v[i] - to_f32(from_f32<T>(v[i]));
+  hi[0] = pack2((T *)nullptr, v[0], v[1]);
+  hi[1] = pack2((T *)nullptr, v[2], v[3]);
+  hi[2] = pack2((T *)nullptr, v[4], v[5]);
+  hi[3] = pack2((T *)nullptr, v[6], v[7]);
+  lo[0] = pack2((T *)nullptr, r[0], r[1]);
+  lo[1] = pack2((T *)nullptr, r[2], r[3]);
+  lo[2] = pack2((T *)nullptr, r[4], r[5]);
+  lo[3] = pack2((T *)nullptr, r[6], r[7]);
+}
+
+/* ------------------------------------- tensor-core attention by rows */
+
+/* The attention_simt work split (rows of one kv head, any sequences, split
+ * keys) on tensor cores, for f16/bf16 on sm_80+: one warp per block owns up
+ * to 16 query rows (tokens_per_block tokens x heads_per_block heads) and
+ * walks tiles of 32 keys, double-buffered; S = Q K^T and O += P V are
+ * m16n8k16 MMAs, P stays in registers. Padding rows cost tensor-core time
+ * only, so decode (1 token x the heads of a group) is bound by reading the
+ * cache. Shared memory rows are DP elements, swizzled in 16-byte chunks. */
+template <class T, int DP> __device__ void attention_rows_mma_impl(const gk_attention_params &p) {
+#if __CUDA_ARCH__ >= 800
+  constexpr int ROWS = 16, KEYS = 32, CH = DP / 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T *q_s = reinterpret_cast<T *>(smem_raw);
+  T *k_s = q_s + ROWS * DP; /* [2][KEYS][DP] */
+  T *v_s = k_s + 2 * KEYS * DP;
+  const int lane = threadIdx.x, d = p.head_dim;
+  const int group = p.q_heads / p.kv_heads;
+  const int chunks = (group + p.heads_per_block - 1) / p.heads_per_block;
+  const int hk = blockIdx.y / chunks, hc = blockIdx.y % chunks;
+  const int64_t t0 = (int64_t)blockIdx.x * p.tokens_per_block;
+  const int64_t t_end = t0 + p.tokens_per_block < p.tokens ? t0 + p.tokens_per_block : p.tokens;
+  const T *Q = reinterpret_cast<const T *>(p.q), *K = reinterpret_cast<const T *>(p.k),
+          *V = reinterpret_cast<const T *>(p.v);
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+
+  /* Row r of the block: token t0 + r / heads_per_block, head hc * heads_per_block + r % heads_per_block. */
+  auto row_token = [&](int r) { return t0 + r / p.heads_per_block; };
+  auto row_head = [&](int r) { return hc * p.heads_per_block + r % p.heads_per_block; };
+  auto row_exists = [&](int r) {
+    return r < p.tokens_per_block * p.heads_per_block && row_token(r) < t_end && row_head(r) < group;
+  };
+
+  const int seq_last = seq_of_token(p, t_end - 1);
+  for (int seq = seq_of_token(p, t0); seq <= seq_last; seq++) {
+    const seq_info s = seq_info_of(p, seq);
+    if (!s.ok && lane == 0) raise_error(p.error_flag, GK_ERROR_PAGED_ATTENTION);
+    auto in_seq = [&](int r) {
+      return row_exists(r) && row_token(r) >= s.q_start && row_token(r) < s.q_start + s.q_len;
+    };
+    /* This thread's two accumulator rows and the keys they see. */
+    int row_end[2];
+    for (int h = 0; h < 2; h++) {
+      const int r = (lane >> 2) + 8 * h;
+      row_end[h] = in_seq(r) ? visible_end(p, s, row_token(r) - s.q_start) : 0;
+    }
+    int block_end = max(row_end[0], row_end[1]);
+    for (int o = 16; o > 0; o >>= 1) block_end = max(block_end, __shfl_xor_sync(0xffffffffu, block_end, o));
+    const int k_begin = p.splits > 1 ? blockIdx.z * p.split_keys : 0;
+    const int k_end = p.splits > 1 && k_begin + p.split_keys < block_end ? k_begin + p.split_keys : block_end;
+    const int ntiles = k_end > k_begin ? (k_end - k_begin + KEYS - 1) / KEYS : 0;
+
+    for (int q = lane; q < ROWS * CH; q += 32) {
+      const int r = q / CH, c = q % CH;
+      const bool ok = in_seq(r) && 8 * c < d;
+      const T *src = ok ? Q + (row_token(r) * p.q_heads + hk * group + row_head(r)) * p.q_stride + 8 * c : Q;
+      cp_async16(q_s + r * DP + 8 * swizzle<CH>(r, c), src, ok ? 16 : 0);
+    }
+    /* Lane j looks up the cache row of key j of a tile, a tile ahead of
+     * its copy, so the block-table read never stalls the pipeline. */
+    auto row_of = [&](int j0) -> int64_t {
+      const int j = j0 + lane;
+      if (j >= k_end) return -1;
+      const int64_t row = key_row(p, seq, j, hk);
+      if (row < 0) raise_error(p.error_flag, GK_ERROR_PAGED_ATTENTION);
+      return row;
+    };
+    /* `row` is this lane's key's row; each copy instruction covers whole
+     * rows of consecutive keys (lanes take consecutive chunks), so the
+     * warp's accesses coalesce. */
+    auto load_tile = [&](int buf, int64_t row) {
+#pragma unroll 4
+      for (int q = lane; q < KEYS * CH; q += 32) {
+        const int key = q / CH, c = q % CH;
+        const int64_t key_row_at = __shfl_sync(0xffffffffu, row, key);
+        const bool ok = key_row_at >= 0 && 8 * c < d;
+        const int at = buf * KEYS * DP + key * DP + 8 * swizzle<CH>(key, c);
+        cp_async16(k_s + at, ok ? K + key_row_at * p.k_stride + 8 * c : K, ok ? 16 : 0);
+        cp_async16(v_s + at, ok ? V + key_row_at * p.v_stride + 8 * c : V, ok ? 16 : 0);
+      }
+    };
+    if (ntiles > 0) load_tile(0, row_of(k_begin));
+    cp_async_commit();
+    int64_t next_row = ntiles > 1 ? row_of(k_begin + KEYS) : -1;
+
+    float o[DP / 8][4];
+#pragma unroll
+    for (int i = 0; i < DP / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) o[i][e] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const int qr = lane & 15; /* ldmatrix row of Q */
+
+    for (int it = 0; it < ntiles; it++) {
+      const int j0 = k_begin + it * KEYS;
+      if (it + 1 < ntiles) load_tile((it + 1) & 1, next_row);
+      cp_async_commit();
+      next_row = it + 2 < ntiles ? row_of(j0 + 2 * KEYS) : -1;
+      cp_async_wait<1>();
+      __syncwarp();
+      const T *kt = k_s + (it & 1) * KEYS * DP, *vt = v_s + (it & 1) * KEYS * DP;
+      float sc[KEYS / 8][4];
+#pragma unroll
+      for (int i = 0; i < KEYS / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) sc[i][e] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < DP / 16; ks++) {
+        uint32_t a[4];
+        ldmatrix_x4(a, q_s + qr * DP + 8 * swizzle<CH>(qr, 2 * ks + (lane >> 4)));
+#pragma unroll
+        for (int np = 0; np < KEYS / 16; np++) {
+          const int r = 16 * np + 8 * (lane >> 4) + (lane & 7), c = 2 * ks + ((lane >> 3) & 1);
+          uint32_t t[4];
+          ldmatrix_x4(t, kt + r * DP + 8 * swizzle<CH>(r, c));
+          mma_16816(sc[2 * np], a, t, (T *)nullptr);
+          mma_16816(sc[2 * np + 1], a, t + 2, (T *)nullptr);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < KEYS / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int j = j0 + 8 * i + 2 * (lane & 3) + (e & 1);
+          sc[i][e] = j < row_end[e >> 1] && j < k_end ? sc[i][e] * scale_log2 : -INFINITY;
+        }
+#pragma unroll
+      for (int hr = 0; hr < 2; hr++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < KEYS / 8; i++) mx = fmaxf(mx, fmaxf(sc[i][2 * hr], sc[i][2 * hr + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[hr], mx);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        const float alpha = exp2f(m[hr] - m_use);
+        l[hr] *= alpha;
+#pragma unroll
+        for (int i = 0; i < DP / 8; i++) {
+          o[i][2 * hr] *= alpha;
+          o[i][2 * hr + 1] *= alpha;
+        }
+#pragma unroll
+        for (int i = 0; i < KEYS / 8; i++)
+#pragma unroll
+          for (int e = 2 * hr; e < 2 * hr + 2; e++) {
+            float pr = exp2f(sc[i][e] - m_use);
+            if (!p_split<T>::value) pr = to_f32(from_f32<T>(pr));
+            sc[i][e] = pr;
+            l[hr] += pr;
+          }
+        m[hr] = m_new;
+      }
+#pragma unroll
+      for (int ks = 0; ks < KEYS / 16; ks++) {
+        uint32_t a[4], a_lo[4];
+        p_fragments<T>(sc[2 * ks], sc[2 * ks + 1], a, a_lo);
+#pragma unroll
+        for (int dp = 0; dp < DP / 16; dp++) {
+          const int r = 16 * ks + 8 * ((lane >> 3) & 1) + (lane & 7), c = 2 * dp + (lane >> 4);
+          uint32_t t[4];
+          ldmatrix_x4_trans(t, vt + r * DP + 8 * swizzle<CH>(r, c));
+          mma_16816(o[2 * dp], a, t, (T *)nullptr);
+          mma_16816(o[2 * dp + 1], a, t + 2, (T *)nullptr);
+          if (p_split<T>::value) {
+            mma_16816(o[2 * dp], a_lo, t, (T *)nullptr);
+            mma_16816(o[2 * dp + 1], a_lo, t + 2, (T *)nullptr);
+          }
+        }
+      }
+      __syncwarp(); /* the tile may be overwritten next */
+    }
+    cp_async_wait<0>();
+    __syncwarp();
+
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      float total = l[hr];
+      total += __shfl_xor_sync(0xffffffffu, total, 1);
+      total += __shfl_xor_sync(0xffffffffu, total, 2);
+      const int r = (lane >> 2) + 8 * hr;
+      if (!in_seq(r)) continue;
+      const int64_t row = row_token(r) * p.q_heads + hk * group + row_head(r);
+      const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+      /* Natural log-sum-exp of the scaled scores (m is in log2 units). */
+      const float lse = total > 0.0f ? m[hr] * 0.69314718055994531f + logf(total) : -INFINITY;
+      if (p.splits > 1) {
+        const int64_t prow = (int64_t)blockIdx.z * p.tokens * p.q_heads + row;
+        float *po = reinterpret_cast<float *>(p.partial_out) + prow * d;
+#pragma unroll
+        for (int i = 0; i < DP / 8; i++) {
+          const int c = 8 * i + 2 * (lane & 3);
+          if (c < d) *reinterpret_cast<float2 *>(po + c) = make_float2(o[i][2 * hr] * inv, o[i][2 * hr + 1] * inv);
+        }
+        if ((lane & 3) == 0) reinterpret_cast<float *>(p.partial_lse)[prow] = lse;
+      } else {
+        T *out = ptr_at<T>(p.out, row * p.out_stride);
+#pragma unroll
+        for (int i = 0; i < DP / 8; i++) {
+          const int c = 8 * i + 2 * (lane & 3);
+          if (c < d)
+            *reinterpret_cast<uint32_t *>(out + c) = pack2(out, o[i][2 * hr] * inv, o[i][2 * hr + 1] * inv);
+        }
+        if (p.lse && (lane & 3) == 0)
+          reinterpret_cast<float *>(p.lse)[((int64_t)seq * p.q_heads + hk * group + row_head(r)) * p.lse_stride +
+                                            row_token(r) - s.q_start] = lse;
+      }
+    }
+    __syncwarp(); /* q_s is rewritten for the next sequence */
+  }
+#endif
+}
+
+#define GK_ATTENTION_ROWS_KERNEL(dname, T, DP)                                                 \
+  GK_KERNEL __launch_bounds__(32) gk_attention_rows_##dname##_d##DP(const gk_attention_params p) { \
+    attention_rows_mma_impl<T, DP>(p);                                                       \
+  }
+GK_ATTENTION_ROWS_KERNEL(f16, f16, 64)
+GK_ATTENTION_ROWS_KERNEL(bf16, bf16, 64)
+GK_ATTENTION_ROWS_KERNEL(f16, f16, 128)
+GK_ATTENTION_ROWS_KERNEL(bf16, bf16, 128)
+GK_ATTENTION_ROWS_KERNEL(f16, f16, 256)
+GK_ATTENTION_ROWS_KERNEL(bf16, bf16, 256)
+
+/* ------------------------------------------------ tensor-core attention */
+
+template <class T, int DP>
+__device__ void attention_mma_impl(const gk_attention_params &p) {
+#if __CUDA_ARCH__ >= 800
+  constexpr int BQ = GK_ATTENTION_MMA_ROWS, BKV = GK_ATTENTION_MMA_KEYS(DP), CH = DP / 8;
+  constexpr bool Q_IN_REGISTERS = DP <= 128;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T *q_s = reinterpret_cast<T *>(smem_raw);
+  T *k_s = q_s + BQ * DP;
+  T *v_s = k_s + 2 * BKV * DP;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int qt = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x; /* longest first */
+  const int q0 = qt * BQ, h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (p.q_heads / p.kv_heads);
+  const int d = p.head_dim, sq = p.q_len;
+  int len = p.kv_len;
+  if (p.kv_lens) {
+    len = reinterpret_cast<const int32_t *>(p.kv_lens)[b];
+    len = len < 0 ? 0 : (len > p.kv_len ? p.kv_len : len);
+  }
+  const int shift = len - sq; /* causal: key j visible to query i iff j <= i + shift */
+  int key_end = len;
+  if (p.causal && q0 + BQ + shift < key_end) key_end = q0 + BQ + shift;
+  if (key_end < 0) key_end = 0;
+  const int ntiles = (key_end + BKV - 1) / BKV;
+  const T *Q = reinterpret_cast<const T *>(p.q);
+  const T *K = reinterpret_cast<const T *>(p.k);
+  const T *V = reinterpret_cast<const T *>(p.v);
+
+  for (int q = threadIdx.x; q < BQ * CH; q += blockDim.x) {
+    const int r = q / CH, c = q % CH, s = q0 + r;
+    const bool ok = s < sq && 8 * c < d;
+    const T *src = ok ? Q + (((int64_t)b * sq + s) * p.q_heads + h) * p.q_stride + 8 * c : Q;
+    cp_async16(q_s + r * DP + 8 * swizzle<CH>(r, c), src, ok ? 16 : 0);
+  }
+  auto load_kv = [&](int buf, int tile) {
+    const int j0 = tile * BKV;
+    for (int q = threadIdx.x; q < BKV * CH; q += blockDim.x) {
+      const int r = q / CH, c = q % CH, j = j0 + r;
+      const bool ok = j < key_end && 8 * c < d;
+      const int64_t row = ((int64_t)b * p.kv_len + j) * p.kv_heads + hk;
+      const int at = buf * BKV * DP + r * DP + 8 * swizzle<CH>(r, c);
+      cp_async16(k_s + at, ok ? K + row * p.k_stride + 8 * c : K, ok ? 16 : 0);
+      cp_async16(v_s + at, ok ? V + row * p.v_stride + 8 * c : V, ok ? 16 : 0);
+    }
+  };
+  if (ntiles > 0) load_kv(0, 0);
+  cp_async_commit();
+
+  float o[DP / 8][4];
+#pragma unroll
+  for (int i = 0; i < DP / 8; i++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) o[i][e] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  uint32_t qf[Q_IN_REGISTERS ? DP / 16 : 1][4];
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  const int row0 = q0 + 16 * warp + (lane >> 2); /* this thread's rows: row0, row0 + 8 */
+  const int qr = 16 * warp + (lane & 15);        /* ldmatrix row of Q */
+
+  for (int it = 0; it < ntiles; it++) {
+    cp_async_wait<0>();
+    __syncthreads();
+    if (it + 1 < ntiles) load_kv((it + 1) & 1, it + 1);
+    cp_async_commit();
+    if (Q_IN_REGISTERS && it == 0) {
+#pragma unroll
+      for (int ks = 0; ks < DP / 16; ks++)
+        ldmatrix_x4(qf[Q_IN_REGISTERS ? ks : 0], q_s + qr * DP + 8 * swizzle<CH>(qr, 2 * ks + (lane >> 4)));
+    }
+    const T *kt = k_s + (it & 1) * BKV * DP, *vt = v_s + (it & 1) * BKV * DP;
+
+    float s[BKV / 8][4];
+#pragma unroll
+    for (int i = 0; i < BKV / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[i][e] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < DP / 16; ks++) {
+      uint32_t a[4];
+      if (Q_IN_REGISTERS) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) a[e] = qf[Q_IN_REGISTERS ? ks : 0][e];
+      } else {
+        ldmatrix_x4(a, q_s + qr * DP + 8 * swizzle<CH>(qr, 2 * ks + (lane >> 4)));
+      }
+#pragma unroll
+      for (int np = 0; np < BKV / 16; np++) {
+        const int r = 16 * np + 8 * (lane >> 4) + (lane & 7), c = 2 * ks + ((lane >> 3) & 1);
+        uint32_t t[4];
+        ldmatrix_x4(t, kt + r * DP + 8 * swizzle<CH>(r, c));
+        mma_16816(s[2 * np], a, t, (T *)nullptr);
+        mma_16816(s[2 * np + 1], a, t + 2, (T *)nullptr);
+      }
+    }
+
+    /* Mask, scale to log2 units, and fold into the running softmax. */
+    const int j0 = it * BKV;
+#pragma unroll
+    for (int i = 0; i < BKV / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int j = j0 + 8 * i + 2 * (lane & 3) + (e & 1);
+        const int row = row0 + 8 * (e >> 1);
+        const bool visible = j < key_end && (!p.causal || j <= row + shift);
+        s[i][e] = visible ? s[i][e] * scale_log2 : -INFINITY;
+      }
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < BKV / 8; i++) mx = fmaxf(mx, fmaxf(s[i][2 * hr], s[i][2 * hr + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[hr], mx);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      const float alpha = exp2f(m[hr] - m_use);
+      l[hr] *= alpha;
+#pragma unroll
+      for (int i = 0; i < DP / 8; i++) {
+        o[i][2 * hr] *= alpha;
+        o[i][2 * hr + 1] *= alpha;
+      }
+#pragma unroll
+      for (int i = 0; i < BKV / 8; i++)
+#pragma unroll
+        for (int e = 2 * hr; e < 2 * hr + 2; e++) {
+          float pr = exp2f(s[i][e] - m_use);
+          if (!p_split<T>::value) pr = to_f32(from_f32<T>(pr));
+          s[i][e] = pr;
+          l[hr] += pr;
+        }
+      m[hr] = m_new;
+    }
+
+#pragma unroll
+    for (int ks = 0; ks < BKV / 16; ks++) {
+      uint32_t a[4], a_lo[4];
+      p_fragments<T>(s[2 * ks], s[2 * ks + 1], a, a_lo);
+#pragma unroll
+      for (int dp = 0; dp < DP / 16; dp++) {
+        const int r = 16 * ks + 8 * ((lane >> 3) & 1) + (lane & 7), c = 2 * dp + (lane >> 4);
+        uint32_t t[4];
+        ldmatrix_x4_trans(t, vt + r * DP + 8 * swizzle<CH>(r, c));
+        mma_16816(o[2 * dp], a, t, (T *)nullptr);
+        mma_16816(o[2 * dp + 1], a, t + 2, (T *)nullptr);
+        if (p_split<T>::value) {
+          mma_16816(o[2 * dp], a_lo, t, (T *)nullptr);
+          mma_16816(o[2 * dp + 1], a_lo, t + 2, (T *)nullptr);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    float total = l[hr];
+    total += __shfl_xor_sync(0xffffffffu, total, 1);
+    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    const int row = row0 + 8 * hr;
+    if (row >= sq) continue;
+    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+    T *out = ptr_at<T>(p.out, (((int64_t)b * sq + row) * p.q_heads + h) * p.out_stride);
+#pragma unroll
+    for (int i = 0; i < DP / 8; i++) {
+      const int c = 8 * i + 2 * (lane & 3);
+      if (c < d)
+        *reinterpret_cast<uint32_t *>(out + c) = pack2(out, o[i][2 * hr] * inv, o[i][2 * hr + 1] * inv);
+    }
+    if (p.lse && (lane & 3) == 0)
+      reinterpret_cast<float *>(p.lse)[((int64_t)b * p.q_heads + h) * p.lse_stride + row] =
+          total > 0.0f ? m[hr] * 0.69314718055994531f + logf(total) : -INFINITY;
+  }
+#endif
+}
+
+#define GK_ATTENTION_MMA_KERNEL(dname, T, DP)                                             \
+  GK_KERNEL __launch_bounds__(128) gk_attention_mma_##dname##_d##DP(const gk_attention_params p) { \
+    attention_mma_impl<T, DP>(p);                                                       \
+  }
+GK_ATTENTION_MMA_KERNEL(f16, f16, 64)
+GK_ATTENTION_MMA_KERNEL(f16, f16, 128)
+GK_ATTENTION_MMA_KERNEL(f16, f16, 256)
+GK_ATTENTION_MMA_KERNEL(bf16, bf16, 64)
+GK_ATTENTION_MMA_KERNEL(bf16, bf16, 128)
+GK_ATTENTION_MMA_KERNEL(bf16, bf16, 256)

@@ -1,0 +1,211 @@
+/*
+ * common.cuh - helpers shared by every kernel file: storage types, loads and
+ * stores of one element or eight elements converted to float, reductions.
+ *
+ * Kernels are exported with C names gk_<op>_<dtype> through GK_KERNEL so the
+ * host finds them with cuModuleGetFunction; every kernel takes one parameter
+ * block from gk_params.h by value.
+ */
+#ifndef GLLMK_CUDA_COMMON_CUH_
+#define GLLMK_CUDA_COMMON_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "gk_params.h"
+
+typedef __half f16;
+typedef __nv_bfloat16 bf16;
+
+#define GK_KERNEL extern "C" __global__ void
+
+/* Instantiates kernel gk_<name>_<dtype> calling impl<T>(params) for the three
+ * float storage types. */
+#define GK_FLOAT_KERNELS(name, impl, params_t, bounds)                                 \
+  GK_KERNEL bounds gk_##name##_f32(const params_t p) { impl<float>(p); }               \
+  GK_KERNEL bounds gk_##name##_f16(const params_t p) { impl<f16>(p); }                 \
+  GK_KERNEL bounds gk_##name##_bf16(const params_t p) { impl<bf16>(p); }
+
+/* ------------------------------------------------------------- conversion */
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(f16 v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(bf16 v) { return __bfloat162float(v); }
+
+template <class T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ f16 from_f32<f16>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ bf16 from_f32<bf16>(float v) { return __float2bfloat16_rn(v); }
+
+template <class T> __device__ __forceinline__ float load1(const T *p) { return to_f32(*p); }
+template <class T> __device__ __forceinline__ void store1(T *p, float v) { *p = from_f32<T>(v); }
+
+/* Eight consecutive elements; the address is 16-byte aligned. */
+__device__ __forceinline__ void load8(const float *p, float v[8]) {
+  const float4 a = reinterpret_cast<const float4 *>(p)[0];
+  const float4 b = reinterpret_cast<const float4 *>(p)[1];
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+  v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+__device__ __forceinline__ void load8(const f16 *p, float v[8]) {
+  const uint4 u = *reinterpret_cast<const uint4 *>(p);
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    __half2 h = *reinterpret_cast<const __half2 *>(&w[i]);
+    float2 f = __half22float2(h);
+    v[2 * i] = f.x;
+    v[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ void load8(const bf16 *p, float v[8]) {
+  const uint4 u = *reinterpret_cast<const uint4 *>(p);
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    v[2 * i] = __uint_as_float(w[i] << 16);
+    v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+/* Four consecutive elements; the address is aligned to four elements. */
+__device__ __forceinline__ void load4(const float *p, float v[4]) {
+  const float4 a = *reinterpret_cast<const float4 *>(p);
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+}
+__device__ __forceinline__ void load4(const f16 *p, float v[4]) {
+  const uint2 u = *reinterpret_cast<const uint2 *>(p);
+  const float2 a = __half22float2(*reinterpret_cast<const __half2 *>(&u.x));
+  const float2 b = __half22float2(*reinterpret_cast<const __half2 *>(&u.y));
+  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+}
+__device__ __forceinline__ void load4(const bf16 *p, float v[4]) {
+  const uint2 u = *reinterpret_cast<const uint2 *>(p);
+  v[0] = __uint_as_float(u.x << 16);
+  v[1] = __uint_as_float(u.x & 0xffff0000u);
+  v[2] = __uint_as_float(u.y << 16);
+  v[3] = __uint_as_float(u.y & 0xffff0000u);
+}
+
+__device__ __forceinline__ void store8(float *p, const float v[8]) {
+  reinterpret_cast<float4 *>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+  reinterpret_cast<float4 *>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ uint32_t pack2(f16 *, float a, float b) {
+  __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<uint32_t *>(&h);
+}
+__device__ __forceinline__ uint32_t pack2(bf16 *, float a, float b) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<uint32_t *>(&h);
+}
+template <class T> __device__ __forceinline__ void store8(T *p, const float v[8]) {
+  uint4 u;
+  u.x = pack2(p, v[0], v[1]);
+  u.y = pack2(p, v[2], v[3]);
+  u.z = pack2(p, v[4], v[5]);
+  u.w = pack2(p, v[6], v[7]);
+  *reinterpret_cast<uint4 *>(p) = u;
+}
+
+/* Typed pointer from a device address plus an element offset. */
+template <class T> __device__ __forceinline__ T *ptr_at(uint64_t base, int64_t offset) {
+  return reinterpret_cast<T *>(base) + offset;
+}
+
+__device__ __forceinline__ int32_t index_at(const gk_index_view &v, int64_t i) {
+  return reinterpret_cast<const int32_t *>(v.data)[(i / v.cols) * v.stride + i % v.cols];
+}
+
+__device__ __forceinline__ void raise_error(uint64_t flag, uint32_t bit) {
+  atomicOr(reinterpret_cast<unsigned int *>(flag), bit);
+}
+
+/* Calls f(column, value) for this thread's elements of a row: 8-element
+ * units u = threadIdx.x + k * blockDim.x, UNROLL loads in flight, when `vec`
+ * (cols % 8 == 0, row 16-byte aligned); else columns threadIdx.x + k *
+ * blockDim.x. The order is fixed, so sums over it are reproducible. */
+template <int UNROLL = 4, class T, class F>
+__device__ __forceinline__ void for_row(const T *row, int64_t cols, int vec, F f) {
+  if (vec) {
+    const int64_t units = cols / 8;
+    for (int64_t u0 = threadIdx.x; u0 < units; u0 += UNROLL * (int64_t)blockDim.x) {
+      float v[UNROLL][8];
+#pragma unroll
+      for (int i = 0; i < UNROLL; i++)
+        if (u0 + i * blockDim.x < units) load8(row + 8 * (u0 + i * blockDim.x), v[i]);
+#pragma unroll
+      for (int i = 0; i < UNROLL; i++)
+        if (u0 + i * blockDim.x < units)
+#pragma unroll
+          for (int e = 0; e < 8; e++) f(8 * (u0 + i * blockDim.x) + e, v[i][e]);
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) f(c, load1(row + c));
+  }
+}
+
+/* -------------------------------------------------------------- reductions */
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every
+ * thread gets the result. `scratch` holds 32 floats. */
+__device__ __forceinline__ float block_sum(float v, float *scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads(); /* the previous call's readers are done with scratch */
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < (int)(blockDim.x >> 5) ? scratch[lane] : 0.0f;
+  return warp_sum(v);
+}
+__device__ __forceinline__ float block_max(float v, float *scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < (int)(blockDim.x >> 5) ? scratch[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+/* ------------------------------------------------------------ async copies */
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/* 16-byte global -> shared copy (sm_80+); src_bytes = 0 writes zeros. */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+#else
+  uint4 v = make_uint4(0, 0, 0, 0);
+  if (src_bytes) v = *reinterpret_cast<const uint4 *>(src);
+  *reinterpret_cast<uint4 *>(dst) = v;
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+#endif /* GLLMK_CUDA_COMMON_CUH_ */

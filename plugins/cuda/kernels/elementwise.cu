@@ -1,0 +1,181 @@
+/*
+ * elementwise.cu - fill, copy/cast and the element-wise ops (add, mul,
+ * mul_add, silu, gelu, add_gelu, swiglu).
+ *
+ * Grid: blockIdx.y walks rows, blockIdx.x and threadIdx.x walk the columns of
+ * a row, eight elements (one 16-byte access for 2-byte types) per step when
+ * the host says the rows are aligned for it.
+ */
+#include "common.cuh"
+
+/* ---------------------------------------------------------------- math */
+
+/* e^x through the hardware exp2: a few ulp, far inside every tolerance. */
+__device__ __forceinline__ float exp_fast(float x) { return exp2f(x * 1.4426950408889634f); }
+
+/* x sigmoid(x); __fdividef is exact enough here and 0 for a huge divisor. */
+__device__ __forceinline__ float silu(float x) { return __fdividef(x, 1.0f + exp_fast(-x)); }
+
+/* erfc with a relative error below 1.2e-7 (Numerical Recipes' Chebyshev fit
+ * "erfcc"), much cheaper than erfcf; exact enough for f32. */
+__device__ __forceinline__ float erfc_fast(float x) {
+  const float z = fabsf(x);
+  const float t = __fdividef(1.0f, 1.0f + 0.5f * z);
+  const float poly =
+      -1.26551223f +
+      t * (1.00002368f +
+           t * (0.37409196f +
+                t * (0.09678418f +
+                     t * (-0.18628806f +
+                          t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));
+  const float r = t * exp_fast(poly - z * z);
+  return x >= 0.0f ? r : 2.0f - r;
+}
+
+/* Both forms are written so that no cancellation happens for negative x:
+ * 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2), and
+ * 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)). */
+__device__ __forceinline__ float gelu(float x, int kind) {
+  if (kind == 0) return 0.5f * x * erfc_fast(-x * 0.70710678118654752f);
+  const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+  return __fdividef(x, 1.0f + exp_fast(-2.0f * u));
+}
+
+struct op_fill {
+  static constexpr int inputs = 0;
+  static __device__ float f(float, float, float, const gk_ew_params &p) { return p.value; }
+};
+struct op_add {
+  static constexpr int inputs = 2;
+  static __device__ float f(float a, float b, float, const gk_ew_params &) { return a + b; }
+};
+struct op_mul {
+  static constexpr int inputs = 2;
+  static __device__ float f(float a, float b, float, const gk_ew_params &) { return a * b; }
+};
+struct op_mul_add {
+  static constexpr int inputs = 3;
+  static __device__ float f(float a, float b, float c, const gk_ew_params &) { return fmaf(a, b, c); }
+};
+struct op_silu {
+  static constexpr int inputs = 1;
+  static __device__ float f(float a, float, float, const gk_ew_params &) { return silu(a); }
+};
+struct op_gelu {
+  static constexpr int inputs = 1;
+  static __device__ float f(float a, float, float, const gk_ew_params &p) { return gelu(a, p.gelu_kind); }
+};
+struct op_add_gelu {
+  static constexpr int inputs = 2;
+  static __device__ float f(float a, float b, float, const gk_ew_params &p) {
+    return gelu(a + b, p.gelu_kind);
+  }
+};
+struct op_swiglu {
+  static constexpr int inputs = 2;
+  static __device__ float f(float a, float b, float, const gk_ew_params &) { return silu(a) * b; }
+};
+
+/* ------------------------------------------------------------ element-wise */
+
+template <class T, class Op> __device__ void ew_rows(const gk_ew_params &p) {
+  const int64_t units = p.vec ? p.cols / 8 : p.cols;
+  const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
+    T *out = ptr_at<T>(p.out, r * p.out_stride);
+    const T *a = ptr_at<const T>(p.a, r * p.a_stride);
+    const T *b = ptr_at<const T>(p.b, r * p.b_stride);
+    const T *c = ptr_at<const T>(p.c, r * p.c_stride);
+    for (int64_t u = first; u < units; u += step) {
+      if (p.vec) {
+        float x[8], y[8] = {0}, z[8] = {0};
+        if (Op::inputs >= 1) load8(a + 8 * u, x);
+        if (Op::inputs >= 2) load8(b + 8 * u, y);
+        if (Op::inputs >= 3) load8(c + 8 * u, z);
+#pragma unroll
+        for (int i = 0; i < 8; i++) x[i] = Op::f(Op::inputs >= 1 ? x[i] : 0.0f, y[i], z[i], p);
+        store8(out + 8 * u, x);
+      } else {
+        const float x = Op::inputs >= 1 ? load1(a + u) : 0.0f;
+        const float y = Op::inputs >= 2 ? load1(b + u) : 0.0f;
+        const float z = Op::inputs >= 3 ? load1(c + u) : 0.0f;
+        store1(out + u, Op::f(x, y, z, p));
+      }
+    }
+  }
+}
+
+template <class T> __device__ void fill_impl(const gk_ew_params &p) { ew_rows<T, op_fill>(p); }
+template <class T> __device__ void add_impl(const gk_ew_params &p) { ew_rows<T, op_add>(p); }
+template <class T> __device__ void mul_impl(const gk_ew_params &p) { ew_rows<T, op_mul>(p); }
+template <class T> __device__ void mul_add_impl(const gk_ew_params &p) { ew_rows<T, op_mul_add>(p); }
+template <class T> __device__ void silu_impl(const gk_ew_params &p) { ew_rows<T, op_silu>(p); }
+template <class T> __device__ void gelu_impl(const gk_ew_params &p) { ew_rows<T, op_gelu>(p); }
+template <class T> __device__ void add_gelu_impl(const gk_ew_params &p) { ew_rows<T, op_add_gelu>(p); }
+template <class T> __device__ void swiglu_impl(const gk_ew_params &p) { ew_rows<T, op_swiglu>(p); }
+
+/* fill_f32 also fills I32 tensors: the host passes the integer's bits as
+ * `value`, and a float store moves bits unchanged. */
+GK_FLOAT_KERNELS(fill, fill_impl, gk_ew_params, )
+GK_FLOAT_KERNELS(add, add_impl, gk_ew_params, )
+GK_FLOAT_KERNELS(mul, mul_impl, gk_ew_params, )
+GK_FLOAT_KERNELS(mul_add, mul_add_impl, gk_ew_params, )
+GK_FLOAT_KERNELS(silu, silu_impl, gk_ew_params, )
+GK_FLOAT_KERNELS(gelu, gelu_impl, gk_ew_params, )
+GK_FLOAT_KERNELS(add_gelu, add_gelu_impl, gk_ew_params, )
+GK_FLOAT_KERNELS(swiglu, swiglu_impl, gk_ew_params, )
+
+/* ------------------------------------------------------------- copy / cast */
+
+/* Offset of flat element e of a tensor with the given shape and strides. */
+__device__ __forceinline__ int64_t nd_offset(int64_t e, const gk_copy_params &p) {
+  int64_t offset = 0;
+  for (int d = p.ndim - 1; d >= 0; d--) {
+    const int64_t extent = p.shape[d];
+    offset += (e % extent) * p.strides[d];
+    e /= extent;
+  }
+  return offset;
+}
+
+template <class S, class D> __device__ void copy_impl(const gk_copy_params &p) {
+  const S *src = reinterpret_cast<const S *>(p.src);
+  D *out = reinterpret_cast<D *>(p.out);
+  if (p.ndim > 0) {
+    const int64_t n = p.rows * p.cols;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x) {
+      store1(out + (e / p.cols) * p.out_stride + e % p.cols, load1(src + nd_offset(e, p)));
+    }
+    return;
+  }
+  const int64_t units = p.vec ? p.cols / 8 : p.cols;
+  const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const int64_t step = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
+    const S *s = src + r * p.src_stride;
+    D *o = out + r * p.out_stride;
+    for (int64_t u = first; u < units; u += step) {
+      if (p.vec) {
+        float v[8];
+        load8(s + 8 * u, v);
+        store8(o + 8 * u, v);
+      } else {
+        store1(o + u, load1(s + u));
+      }
+    }
+  }
+}
+
+#define GK_COPY_KERNEL(sname, S, dname, D) \
+  GK_KERNEL gk_copy_##sname##_##dname(const gk_copy_params p) { copy_impl<S, D>(p); }
+GK_COPY_KERNEL(f32, float, f32, float)
+GK_COPY_KERNEL(f32, float, f16, f16)
+GK_COPY_KERNEL(f32, float, bf16, bf16)
+GK_COPY_KERNEL(f16, f16, f32, float)
+GK_COPY_KERNEL(f16, f16, f16, f16)
+GK_COPY_KERNEL(f16, f16, bf16, bf16)
+GK_COPY_KERNEL(bf16, bf16, f32, float)
+GK_COPY_KERNEL(bf16, bf16, f16, f16)
+GK_COPY_KERNEL(bf16, bf16, bf16, bf16)

@@ -1,0 +1,457 @@
+/*
+ * gemm.cu - matmul: out = alpha * a op(b) + beta * out (+ bias).
+ *
+ *  - gemv_nk / gemv_kn: M = 1 (decode), bound by reading b once.
+ *  - matmul_wgmma: f16/bf16 with b as [N, K] on Hopper (sm_90a): warpgroup
+ *    MMA from 128-byte-swizzled shared memory fed by TMA, warp-specialized.
+ *  - matmul_mma: f16/bf16 on tensor cores (sm_80+), cp.async multi-stage
+ *    pipeline, ldmatrix from swizzled shared memory; needs 16-byte aligned
+ *    rows (K % 8 == 0 for [N, K], N % 8 == 0 for [K, N]).
+ *  - matmul_simt: exact f32 arithmetic on CUDA cores for f32 (TF32 would
+ *    miss the f32 tolerance), for sm_75 and for unaligned operands.
+ */
+#include "mma.cuh"
+#include "wgmma.cuh"
+
+template <class T>
+__device__ __forceinline__ float epilogue(const gk_matmul_params &p, const T *old, const T *bias, int64_t col,
+                                          float acc) {
+  float v = p.alpha * acc;
+  if (p.beta != 0.0f) v = fmaf(p.beta, to_f32(*old), v);
+  if (bias) v += to_f32(bias[col]);
+  return v;
+}
+
+template <class T> __device__ __forceinline__ const T *bias_of(const gk_matmul_params &p) {
+  return p.has_bias ? ptr_at<const T>(p.bias, 0) : nullptr;
+}
+
+/* ------------------------------------------------------------------- GEMV */
+
+#define GEMV_WARPS GK_GEMV_NK_OUTPUTS
+
+/* b is [N, K]: one warp per output, lanes stride over K in 16-byte chunks
+ * with four chunks in flight each. */
+template <class T> __device__ void gemv_nk_impl(const gk_matmul_params &p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+  const int64_t z = blockIdx.y;
+  if (n >= p.n) return;
+  const T *a = ptr_at<const T>(p.a, z * p.a_batch_stride);
+  const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride + n * p.ldb);
+  float sum = 0.0f;
+  if (p.vec) {
+    const int64_t chunks = p.k / 8;
+    int64_t c = lane;
+    for (; c + 96 < chunks; c += 128) {
+      float bv[4][8], av[4][8];
+#pragma unroll
+      for (int u = 0; u < 4; u++) load8(b + 8 * (c + 32 * u), bv[u]);
+#pragma unroll
+      for (int u = 0; u < 4; u++) load8(a + 8 * (c + 32 * u), av[u]);
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) sum = fmaf(av[u][i], bv[u][i], sum);
+    }
+    for (; c < chunks; c += 32) {
+      float bv[8], av[8];
+      load8(b + 8 * c, bv);
+      load8(a + 8 * c, av);
+#pragma unroll
+      for (int i = 0; i < 8; i++) sum = fmaf(av[i], bv[i], sum);
+    }
+  } else {
+    for (int64_t k = lane; k < p.k; k += 32) sum = fmaf(load1(a + k), load1(b + k), sum);
+  }
+  sum = warp_sum(sum);
+  if (lane == 0) {
+    T *out = ptr_at<T>(p.out, z * p.out_batch_stride + n);
+    store1(out, epilogue(p, out, bias_of<T>(p), n, sum));
+  }
+}
+
+/* b is [K, N]: a block covers 64 outputs; 8 threads x 8 columns each walk
+ * 32 interleaved K groups, then the groups are summed in shared memory. */
+template <class T> __device__ void gemv_kn_impl(const gk_matmul_params &p) {
+  __shared__ float partial[32][65];
+  const int cx = threadIdx.x & 7, kg = threadIdx.x >> 3;
+  const int64_t n0 = (int64_t)blockIdx.x * 64 + cx * 8;
+  const int64_t z = blockIdx.y;
+  const T *a = ptr_at<const T>(p.a, z * p.a_batch_stride);
+  const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (p.vec) {
+    if (n0 < p.n) {
+      for (int64_t k = kg; k < p.k; k += 32) {
+        float bv[8];
+        load8(b + k * p.ldb + n0, bv);
+        const float av = load1(a + k);
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc[i] = fmaf(av, bv[i], acc[i]);
+      }
+    }
+  } else {
+    for (int64_t k = kg; k < p.k; k += 32) {
+      const float av = load1(a + k);
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        if (n0 + i < p.n) acc[i] = fmaf(av, load1(b + k * p.ldb + n0 + i), acc[i]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 8; i++) partial[kg][cx * 8 + i] = acc[i];
+  __syncthreads();
+  if (threadIdx.x < 64) {
+    const int64_t n = (int64_t)blockIdx.x * 64 + threadIdx.x;
+    float sum = 0.0f;
+    for (int g = 0; g < 32; g++) sum += partial[g][threadIdx.x];
+    if (n < p.n) {
+      T *out = ptr_at<T>(p.out, z * p.out_batch_stride + n);
+      store1(out, epilogue(p, out, bias_of<T>(p), n, sum));
+    }
+  }
+}
+
+GK_FLOAT_KERNELS(gemv_nk, gemv_nk_impl, gk_matmul_params, __launch_bounds__(GEMV_WARPS * 32))
+GK_FLOAT_KERNELS(gemv_kn, gemv_kn_impl, gk_matmul_params, __launch_bounds__(256))
+
+/* ------------------------------------------------------------ SIMT GEMM */
+
+#define SIMT_BM 128
+#define SIMT_BN 128
+#define SIMT_BK 8
+
+/* 128 x 128 tile per block of 256 threads, 8 x 8 outputs per thread (two
+ * 4 x 4 quadrants 64 apart, so shared-memory reads are float4 and spread). */
+template <class T> __device__ void matmul_simt_impl(const gk_matmul_params &p) {
+  __shared__ __align__(16) float as[SIMT_BK][SIMT_BM + 4];
+  __shared__ __align__(16) float bs[SIMT_BK][SIMT_BN + 4];
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const int64_t m0 = (int64_t)blockIdx.y * SIMT_BM, n0 = (int64_t)blockIdx.x * SIMT_BN;
+  for (int64_t z = blockIdx.z; z < p.batch; z += gridDim.z) {
+    const T *a = ptr_at<const T>(p.a, z * p.a_batch_stride);
+    const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride);
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+      for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+    for (int64_t k0 = 0; k0 < p.k; k0 += SIMT_BK) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int e = tid + 256 * i, r = e >> 3, kk = e & 7;
+        const int64_t m = m0 + r, k = k0 + kk;
+        as[kk][r] = m < p.m && k < p.k ? load1(a + m * p.lda + k) : 0.0f;
+      }
+      if (p.b_kn) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const int e = tid + 256 * i, kk = e >> 7, c = e & 127;
+          const int64_t n = n0 + c, k = k0 + kk;
+          bs[kk][c] = n < p.n && k < p.k ? load1(b + k * p.ldb + n) : 0.0f;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const int e = tid + 256 * i, r = e >> 3, kk = e & 7;
+          const int64_t n = n0 + r, k = k0 + kk;
+          bs[kk][r] = n < p.n && k < p.k ? load1(b + n * p.ldb + k) : 0.0f;
+        }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int kk = 0; kk < SIMT_BK; kk++) {
+        float av[8], bv[8];
+        *reinterpret_cast<float4 *>(av) = *reinterpret_cast<const float4 *>(&as[kk][ty * 4]);
+        *reinterpret_cast<float4 *>(av + 4) = *reinterpret_cast<const float4 *>(&as[kk][64 + ty * 4]);
+        *reinterpret_cast<float4 *>(bv) = *reinterpret_cast<const float4 *>(&bs[kk][tx * 4]);
+        *reinterpret_cast<float4 *>(bv + 4) = *reinterpret_cast<const float4 *>(&bs[kk][64 + tx * 4]);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+          for (int j = 0; j < 8; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+      }
+      __syncthreads();
+    }
+    T *out = ptr_at<T>(p.out, z * p.out_batch_stride);
+    const T *bias = bias_of<T>(p);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      const int64_t m = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+      if (m >= p.m) continue;
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        const int64_t n = n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+        if (n >= p.n) continue;
+        T *o = out + m * p.ldo + n;
+        store1(o, epilogue(p, o, bias, n, acc[i][j]));
+      }
+    }
+  }
+}
+
+GK_FLOAT_KERNELS(matmul_simt, matmul_simt_impl, gk_matmul_params, __launch_bounds__(256))
+
+/* ------------------------------------------------------- tensor-core GEMM */
+
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES> struct mma_tile {
+  static constexpr int threads = WARPS_M * WARPS_N * 32;
+  static constexpr int wm = BM / WARPS_M, wn = BN / WARPS_N;
+  static constexpr int mt = wm / 16, nt = wn / 8;
+  static constexpr int a_elems = BM * BK, b_elems = BN * BK;
+  static constexpr int smem_bytes = STAGES * (a_elems + b_elems) * 2;
+  static_assert(nt % 2 == 0, "B fragments load two n-tiles at a time");
+};
+
+/* The block's (m, n) tile: groups of 8 tile-rows walk the n tiles together,
+ * so the b panels they share stay in L2. */
+__device__ __forceinline__ void tile_of_block(int64_t tiles_m, int64_t tiles_n, int64_t *tm, int64_t *tn) {
+  const int64_t bid = blockIdx.x, group = 8 * tiles_n;
+  const int64_t first_m = (bid / group) * 8;
+  const int64_t rows = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
+  *tm = first_m + (bid % group) % rows;
+  *tn = (bid % group) / rows;
+}
+
+template <class T, bool KN, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
+__device__ void matmul_mma_impl(const gk_matmul_params &p) {
+#if __CUDA_ARCH__ >= 800
+  typedef mma_tile<BM, BN, BK, WARPS_M, WARPS_N, STAGES> tile;
+  constexpr int A_CHUNKS = BK / 8;  /* 16-byte chunks per row of an a tile */
+  constexpr int B_CHUNKS = KN ? BN / 8 : BK / 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T *smem = reinterpret_cast<T *>(smem_raw);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int64_t tm, tn;
+  tile_of_block((p.m + BM - 1) / BM, (p.n + BN - 1) / BN, &tm, &tn);
+  const int64_t m0 = tm * BM, n0 = tn * BN, z = blockIdx.y;
+  const T *a = ptr_at<const T>(p.a, z * p.a_batch_stride);
+  const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride);
+  const int ktiles = (int)((p.k + BK - 1) / BK);
+
+  auto load_stage = [&](int stage, int kt) {
+    T *as = smem + stage * (tile::a_elems + tile::b_elems);
+    T *bs = as + tile::a_elems;
+    const int64_t k0 = (int64_t)kt * BK;
+    for (int q = threadIdx.x; q < BM * A_CHUNKS; q += tile::threads) {
+      const int r = q / A_CHUNKS, c = q % A_CHUNKS;
+      const int64_t m = m0 + r, k = k0 + 8 * c;
+      const bool ok = m < p.m && k < p.k;
+      cp_async16(as + r * BK + 8 * swizzle<A_CHUNKS>(r, c), ok ? a + m * p.lda + k : a, ok ? 16 : 0);
+    }
+    for (int q = threadIdx.x; q < BN * BK / 8; q += tile::threads) {
+      const int r = q / B_CHUNKS, c = q % B_CHUNKS;
+      int64_t offset;
+      bool ok;
+      if (KN) { /* row r of the tile is k0 + r; chunk c covers n0 + 8c .. */
+        ok = k0 + r < p.k && n0 + 8 * c < p.n;
+        offset = (k0 + r) * p.ldb + n0 + 8 * c;
+      } else { /* row r is n0 + r; chunk c covers k0 + 8c .. */
+        ok = n0 + r < p.n && k0 + 8 * c < p.k;
+        offset = (n0 + r) * p.ldb + k0 + 8 * c;
+      }
+      const int pitch = KN ? BN : BK;
+      cp_async16(bs + r * pitch + 8 * swizzle<B_CHUNKS>(r, c), ok ? b + offset : b, ok ? 16 : 0);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (s < ktiles) load_stage(s, s);
+    cp_async_commit();
+  }
+
+  float acc[tile::mt][tile::nt][4];
+#pragma unroll
+  for (int i = 0; i < tile::mt; i++)
+#pragma unroll
+    for (int j = 0; j < tile::nt; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+
+  const int wm0 = (warp / WARPS_N) * tile::wm, wn0 = (warp % WARPS_N) * tile::wn;
+  for (int kt = 0; kt < ktiles; kt++) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads(); /* stage kt landed; everyone is done with stage kt - 1 */
+    if (kt + STAGES - 1 < ktiles) load_stage((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
+    cp_async_commit();
+    const T *as = smem + (kt % STAGES) * (tile::a_elems + tile::b_elems);
+    const T *bs = as + tile::a_elems;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; kk++) {
+      uint32_t af[tile::mt][4], bfrag[tile::nt][2];
+#pragma unroll
+      for (int i = 0; i < tile::mt; i++) {
+        const int r = wm0 + 16 * i + (lane & 15), c = 2 * kk + (lane >> 4);
+        ldmatrix_x4(af[i], as + r * BK + 8 * swizzle<A_CHUNKS>(r, c));
+      }
+#pragma unroll
+      for (int j = 0; j < tile::nt / 2; j++) {
+        uint32_t t[4];
+        if (KN) {
+          const int r = 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7);
+          const int c = (wn0 + 16 * j) / 8 + (lane >> 4);
+          ldmatrix_x4_trans(t, bs + r * BN + 8 * swizzle<B_CHUNKS>(r, c));
+        } else {
+          const int r = wn0 + 16 * j + 8 * (lane >> 4) + (lane & 7);
+          const int c = 2 * kk + ((lane >> 3) & 1);
+          ldmatrix_x4(t, bs + r * BK + 8 * swizzle<B_CHUNKS>(r, c));
+        }
+        bfrag[2 * j][0] = t[0];
+        bfrag[2 * j][1] = t[1];
+        bfrag[2 * j + 1][0] = t[2];
+        bfrag[2 * j + 1][1] = t[3];
+      }
+#pragma unroll
+      for (int i = 0; i < tile::mt; i++)
+#pragma unroll
+        for (int j = 0; j < tile::nt; j++) mma_16816(acc[i][j], af[i], bfrag[j], (T *)nullptr);
+    }
+  }
+  cp_async_wait<0>();
+
+  T *out = ptr_at<T>(p.out, z * p.out_batch_stride);
+  const T *bias = bias_of<T>(p);
+#pragma unroll
+  for (int i = 0; i < tile::mt; i++)
+#pragma unroll
+    for (int j = 0; j < tile::nt; j++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int64_t m = m0 + wm0 + 16 * i + (lane >> 2) + 8 * h;
+        const int64_t n = n0 + wn0 + 8 * j + 2 * (lane & 3);
+        if (m >= p.m) continue;
+        T *o = out + m * p.ldo + n;
+        const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+        if (n + 1 < p.n && ((uintptr_t)o & 3) == 0) {
+          const float r0 = epilogue(p, o, bias, n, v0), r1 = epilogue(p, o + 1, bias, n + 1, v1);
+          *reinterpret_cast<uint32_t *>(o) = pack2(o, r0, r1);
+        } else {
+          if (n < p.n) store1(o, epilogue(p, o, bias, n, v0));
+          if (n + 1 < p.n) store1(o + 1, epilogue(p, o + 1, bias, n + 1, v1));
+        }
+      }
+#endif
+}
+
+/* 128 x 128 x 32 tiles, 8 warps of 64 x 32, 4 stages (64 KiB of shared memory). */
+#define MMA_CONFIG 128, 128, 32, 2, 4, 4
+static_assert(mma_tile<MMA_CONFIG>::smem_bytes == GK_MATMUL_MMA_SMEM, "host and kernel agree on shared memory");
+static_assert(mma_tile<MMA_CONFIG>::threads == GK_MATMUL_MMA_THREADS, "host and kernel agree on the block");
+#define GK_MMA_KERNEL(dname, T, lname, KN)                                                    \
+  GK_KERNEL __launch_bounds__(256) gk_matmul_mma_##dname##_##lname(const gk_matmul_params p) { \
+    matmul_mma_impl<T, KN, MMA_CONFIG>(p);                                                   \
+  }
+GK_MMA_KERNEL(f16, f16, nk, false)
+GK_MMA_KERNEL(f16, f16, kn, true)
+GK_MMA_KERNEL(bf16, bf16, nk, false)
+GK_MMA_KERNEL(bf16, bf16, kn, true)
+
+/* ------------------------------------------------------ Hopper wgmma GEMM */
+
+/* 1 in the sm_90a image of the module, whose matmul_wgmma kernels are real;
+ * the host reads it to know whether the driver loaded that image. */
+extern "C" __device__ const int gk_wgmma_available =
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    1;
+#else
+    0;
+#endif
+
+#define WG_BM GK_MATMUL_WGMMA_BM
+#define WG_BN GK_MATMUL_WGMMA_BN
+#define WG_BK GK_MATMUL_WGMMA_BK
+#define WG_STAGES GK_MATMUL_WGMMA_STAGES
+
+/* 128 x 256 x 64 tiles, three warpgroups: one thread of warpgroup 0 loads
+ * with TMA, warpgroups 1 and 2 each multiply 64 rows x 256 columns (128
+ * accumulators per thread). Stage s of the ring holds a (128 x 64) then b
+ * (256 x 64), K-major with the 128-byte swizzle (TMA zero-fills past the
+ * edges). full[s] completes when a stage's bytes have landed, empty[s] when
+ * both multiplying warpgroups are done reading it. */
+template <class T> __device__ void matmul_wgmma_impl(const gk_matmul_tma_params &P) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const gk_matmul_params &p = P.p;
+  constexpr int A_BYTES = WG_BM * WG_BK * 2, B_BYTES = WG_BN * WG_BK * 2;
+  constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  /* The swizzle pattern repeats every 1024 bytes: align the ring to it. */
+  unsigned char *ring = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint64_t *full = reinterpret_cast<uint64_t *>(ring + WG_STAGES * STAGE_BYTES);
+  uint64_t *empty = full + WG_STAGES;
+  const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  int64_t tm, tn;
+  tile_of_block((p.m + WG_BM - 1) / WG_BM, (p.n + WG_BN - 1) / WG_BN, &tm, &tn);
+  const int64_t m0 = tm * WG_BM, n0 = tn * WG_BN, z = blockIdx.y;
+  const int ktiles = (int)((p.k + WG_BK - 1) / WG_BK);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < WG_STAGES; s++) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], 2);
+    }
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) { /* loader */
+    if (threadIdx.x == 0) {
+      for (int kt = 0; kt < ktiles; kt++) {
+        const int s = kt % WG_STAGES;
+        if (kt >= WG_STAGES) mbarrier_wait(&empty[s], ((kt / WG_STAGES) & 1) ^ 1);
+        unsigned char *as = ring + s * STAGE_BYTES;
+        mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);
+        tma_load_3d(as, &P.a_map, kt * WG_BK, (int)m0, (int)z, &full[s]);
+        tma_load_3d(as + A_BYTES, &P.b_map, kt * WG_BK, (int)n0, p.b_batch_stride ? (int)z : 0, &full[s]);
+      }
+    }
+    return;
+  }
+
+  const int slice = warpgroup - 1; /* rows 64 slice .. 64 slice + 63 of the tile */
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; i++) acc[i] = 0.0f;
+  for (int kt = 0; kt < ktiles; kt++) {
+    const int s = kt % WG_STAGES;
+    mbarrier_wait(&full[s], (kt / WG_STAGES) & 1);
+    const unsigned char *as = ring + s * STAGE_BYTES, *bs = as + A_BYTES;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < WG_BK / 16; kk++)
+      wgmma_m64n256k16(acc, wgmma_descriptor(as + slice * 64 * 128 + 32 * kk), wgmma_descriptor(bs + 32 * kk),
+                       (T *)nullptr);
+    wgmma_commit();
+    wgmma_wait<1>(); /* the previous stage's products are done: hand it back */
+    if (kt > 0 && (threadIdx.x & 127) == 0) mbarrier_arrive(&empty[(kt - 1) % WG_STAGES]);
+  }
+  wgmma_wait<0>();
+
+  T *out = ptr_at<T>(p.out, z * p.out_batch_stride);
+  const T *bias = bias_of<T>(p);
+#pragma unroll
+  for (int j = 0; j < WG_BN / 8; j++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int64_t m = m0 + 64 * slice + 16 * warp + (lane >> 2) + 8 * h;
+      const int64_t n = n0 + 8 * j + 2 * (lane & 3);
+      if (m >= p.m) continue;
+      T *o = out + m * p.ldo + n;
+      const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+      if (n + 1 < p.n && ((uintptr_t)o & 3) == 0) {
+        *reinterpret_cast<uint32_t *>(o) = pack2(o, epilogue(p, o, bias, n, v0), epilogue(p, o + 1, bias, n + 1, v1));
+      } else {
+        if (n < p.n) store1(o, epilogue(p, o, bias, n, v0));
+        if (n + 1 < p.n) store1(o + 1, epilogue(p, o + 1, bias, n + 1, v1));
+      }
+    }
+#endif
+}
+
+GK_KERNEL __launch_bounds__(GK_MATMUL_WGMMA_THREADS, 1)
+    gk_matmul_wgmma_f16(const __grid_constant__ gk_matmul_tma_params p) {
+  matmul_wgmma_impl<f16>(p);
+}
+GK_KERNEL __launch_bounds__(GK_MATMUL_WGMMA_THREADS, 1)
+    gk_matmul_wgmma_bf16(const __grid_constant__ gk_matmul_tma_params p) {
+  matmul_wgmma_impl<bf16>(p);
+}

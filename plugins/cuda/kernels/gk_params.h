@@ -1,0 +1,196 @@
+/*
+ * gk_params.h - kernel parameter blocks, shared by the host code (C11) and
+ * the kernels (CUDA C++). Every kernel takes exactly one of these structs by
+ * value, so the two sides agree on the layout by construction. Device
+ * addresses are uint64_t; strides and sizes are in elements.
+ */
+#ifndef GLLMK_CUDA_GK_PARAMS_H_
+#define GLLMK_CUDA_GK_PARAMS_H_
+
+#include <stdint.h>
+
+/* Bits of the device error word (one per op that checks device data). */
+#define GK_ERROR_EMBEDDING 1u
+#define GK_ERROR_KV_APPEND 2u
+#define GK_ERROR_PAGED_ATTENTION 4u
+
+/* Element-wise ops over rows: out = f(a, b, c). A stride of 0 broadcasts a
+ * row. `vec` = 1 when cols % 8 == 0 and every row of every tensor starts on a
+ * 16-byte boundary, so eight elements move as one 16-byte (or two) access. */
+typedef struct gk_ew_params {
+  uint64_t out, a, b, c;
+  int64_t rows, cols;
+  int64_t out_stride, a_stride, b_stride, c_stride;
+  float value;       /* fill */
+  int32_t gelu_kind; /* gelu, add_gelu */
+  int32_t vec;
+  int32_t pad_;
+} gk_ew_params;
+
+/* copy/cast: out is row-strided; src either row-strided (ndim = 0, src_stride)
+ * or described by up to 8 dims of any strides (ndim > 0). */
+typedef struct gk_copy_params {
+  uint64_t out, src;
+  int64_t rows, cols, out_stride, src_stride;
+  int64_t shape[8], strides[8];
+  int32_t ndim;
+  int32_t vec;
+} gk_copy_params;
+
+/* rmsnorm, add_rmsnorm, layernorm, softmax: one row per block. */
+typedef struct gk_norm_params {
+  uint64_t out, x, residual, weight, bias;
+  int64_t rows, cols;
+  int64_t out_stride, x_stride, residual_stride;
+  float eps, scale;
+  int32_t vec;
+  int32_t pad_;
+} gk_norm_params;
+
+/* rope on rows (token, head) of head_dim elements. */
+typedef struct gk_rope_params {
+  uint64_t out, x, positions;
+  int64_t tokens, heads, head_dim;
+  int64_t out_stride, x_stride;
+  float theta;
+  int32_t rotary_dim;
+  int32_t style;
+  int32_t vec; /* head_dim % 8 == 0, rotary_dim % 16 == 0, rows 16-byte aligned */
+} gk_rope_params;
+
+/* An I32 index tensor read as a flat list: element i sits at
+ * (i / cols) * stride + i % cols. */
+typedef struct gk_index_view {
+  uint64_t data;
+  int64_t cols, stride;
+} gk_index_view;
+
+typedef struct gk_embedding_params {
+  uint64_t out, table, error_flag;
+  gk_index_view ids;
+  int64_t count, dim, vocab;
+  int64_t out_stride, table_stride;
+  int32_t vec;
+  int32_t pad_;
+} gk_embedding_params;
+
+/* kv_append: rows (token, head) of head_dim elements. */
+typedef struct gk_kv_append_params {
+  uint64_t k_cache, v_cache, k, v, error_flag;
+  gk_index_view slots;
+  int64_t tokens, heads, head_dim;
+  int64_t k_stride, v_stride, k_cache_stride, v_cache_stride;
+  int64_t slot_count;
+  int32_t vec;
+  int32_t pad_;
+} gk_kv_append_params;
+
+/* out[z] = alpha * a[z] op(b[z]) + beta * out[z] (+ bias), z < batch. */
+typedef struct gk_matmul_params {
+  uint64_t out, a, b, bias;
+  int64_t m, n, k, batch;
+  int64_t lda, ldb, ldo;
+  int64_t a_batch_stride, b_batch_stride, out_batch_stride;
+  float alpha, beta;
+  int32_t b_kn; /* 1: b is [K, N]; 0: b is [N, K] */
+  int32_t has_bias;
+  int32_t vec; /* K (NK) or N (KN) % 8 == 0 and rows 16-byte aligned */
+  int32_t pad_;
+} gk_matmul_params;
+
+/* A CUtensorMap (the Hopper tensor memory accelerator's descriptor of a
+ * global tensor), opaque, 64-byte aligned. */
+#ifdef __cplusplus
+#define GK_ALIGN64 alignas(64)
+#else
+#define GK_ALIGN64 _Alignas(64)
+#endif
+typedef struct gk_tensor_map {
+  GK_ALIGN64 uint64_t opaque[16];
+} gk_tensor_map;
+
+/* matmul_wgmma: a and b described as 3-D tensors (K, rows, batch) of
+ * 128 x 64 and 256 x 64 boxes with the 128-byte swizzle. */
+typedef struct gk_matmul_tma_params {
+  gk_tensor_map a_map, b_map;
+  gk_matmul_params p;
+} gk_matmul_tma_params;
+
+/* attention and paged_attention. Rows of D elements: q and out rows are
+ * (token, q head); k and v rows are (sequence position, kv head) for
+ * contiguous attention and (cache slot, kv head) when paged. Tokens are
+ * numbered 0..tokens-1 across the batch; a contiguous batch has q_len tokens
+ * per sequence, a paged one takes them from q_starts. */
+typedef struct gk_attention_params {
+  uint64_t out, q, k, v, lse, kv_lens;
+  uint64_t block_table, q_starts, seq_lens, error_flag;
+  uint64_t partial_out, partial_lse; /* split-K scratch (splits > 1) */
+  int64_t q_stride, k_stride, v_stride, out_stride;
+  int64_t lse_stride, block_table_stride;
+  int32_t batch, tokens, q_len, kv_len; /* q_len, kv_len: contiguous only */
+  int32_t q_heads, kv_heads, head_dim;
+  int32_t block_size, num_blocks, max_blocks; /* paged only */
+  int32_t causal, paged;
+  int32_t splits, split_keys;   /* keys [s * split_keys, (s + 1) * split_keys) */
+  int32_t heads_per_block, tokens_per_block; /* SIMT kernel's row grouping */
+  int32_t stages; /* SIMT kernel: 2 = double-buffered key/value tiles */
+  int32_t vec;    /* q, k, v rows 16-byte aligned */
+  float scale;
+  int32_t pad_;
+} gk_attention_params;
+
+/* Combines split-K partial results of attention into out (and lse). */
+typedef gk_attention_params gk_attention_combine_params;
+
+typedef struct gk_argmax_params {
+  uint64_t logits, out;
+  int64_t rows, cols, stride;
+  int64_t out_cols, out_stride;
+  int32_t vec; /* cols % 8 == 0 and rows 16-byte aligned */
+  int32_t pad_;
+} gk_argmax_params;
+
+typedef struct gk_sample_params {
+  uint64_t logits, out;
+  int64_t rows, cols, stride;
+  int64_t out_cols, out_stride;
+  uint64_t seed, offset;
+  float temperature, top_p, min_p;
+  int32_t top_k;
+  int32_t vec; /* cols % 8 == 0 and rows 16-byte aligned */
+  int32_t pad_;
+} gk_sample_params;
+
+/* Launch shapes the host and the kernels agree on. */
+#define GK_MATMUL_MMA_BM 128
+#define GK_MATMUL_MMA_BN 128
+#define GK_MATMUL_MMA_THREADS 256
+#define GK_MATMUL_MMA_SMEM (4 * (128 * 32 + 128 * 32) * 2)
+#define GK_MATMUL_WGMMA_BM 128
+#define GK_MATMUL_WGMMA_BN 256
+#define GK_MATMUL_WGMMA_STAGES 4
+#define GK_MATMUL_WGMMA_THREADS 384 /* a loader and two multiplying warpgroups */
+#define GK_MATMUL_WGMMA_BK 64
+#define GK_MATMUL_WGMMA_SMEM (GK_MATMUL_WGMMA_STAGES * ((128 + 256) * 64 * 2 + 16) + 1024)
+#define GK_GEMV_NK_OUTPUTS 8   /* outputs per block (one per warp) */
+#define GK_GEMV_KN_OUTPUTS 64
+#define GK_SAMPLE_THREADS 256
+#define GK_NORM_MAX_THREADS 512
+#define GK_ATTENTION_WARPS 4   /* SIMT attention: one query row per warp */
+#define GK_ATTENTION_KEYS 32   /* keys per tile (one per lane) */
+#define GK_ATTENTION_MMA_ROWS 64 /* query rows per block (16 per warp) */
+/* SIMT attention: bytes between key rows in shared memory (an odd number of
+ * 16-byte units, so the 32 lanes reading 32 rows hit distinct banks) and the
+ * dynamic shared memory of one block. */
+#define GK_ATTENTION_PITCH(d, esize) (((((d) * (esize)) / 16) | 1) * 16)
+#define GK_ATTENTION_SMEM(d, esize, stages) \
+  (GK_ATTENTION_WARPS * ((d) + 32) * 4 + (stages) * 2 * GK_ATTENTION_KEYS * GK_ATTENTION_PITCH(d, esize))
+/* Tensor-core attention by rows (one warp, 16 rows, two 32-key tiles of K
+ * and V), head dims padded to 64, 128 or 256. */
+#define GK_ATTENTION_ROWS_SMEM(dp) ((16 * (dp) + 4 * 32 * (dp)) * 2)
+/* Tensor-core attention: head dims padded to 64, 128 or 256; keys per tile. */
+#define GK_ATTENTION_MMA_KEYS(dp) ((dp) == 256 ? 32 : 64)
+#define GK_ATTENTION_MMA_SMEM(dp) \
+  ((GK_ATTENTION_MMA_ROWS * (dp) + 4 * GK_ATTENTION_MMA_KEYS(dp) * (dp)) * 2)
+
+#endif /* GLLMK_CUDA_GK_PARAMS_H_ */

@@ -1,0 +1,142 @@
+/*
+ * rows.cu - rope, embedding and kv_append: ops that move rows of a tensor.
+ */
+#include "common.cuh"
+
+/* ------------------------------------------------------------------ rope */
+
+/* Blocks walk tokens. Each block computes the pair frequencies
+ * theta^(-2j / rotary_dim) once, in double precision; per token it turns the
+ * position into (cos, sin) of every pair (the angle reduced in double, so
+ * large positions keep their accuracy), then rotates every head. */
+template <class T> __device__ void rope_impl(const gk_rope_params &p) {
+  extern __shared__ double frequency[]; /* rotary_dim / 2 doubles, then the angles */
+  const int half = p.rotary_dim / 2;
+  float2 *angle = reinterpret_cast<float2 *>(frequency + half); /* (cos, sin) */
+  const int64_t d = p.head_dim;
+  const bool copy_tail = p.out != p.x && p.rotary_dim < d;
+  for (int j = threadIdx.x; j < half; j += blockDim.x) frequency[j] = pow((double)p.theta, -2.0 * j / p.rotary_dim);
+  for (int64_t t = blockIdx.x; t < p.tokens; t += gridDim.x) {
+    const double pos = (double)reinterpret_cast<const int32_t *>(p.positions)[t];
+    __syncthreads(); /* frequencies ready; the previous token is done with `angle` */
+    for (int j = threadIdx.x; j < half; j += blockDim.x) {
+      const double two_pi = 6.283185307179586476925;
+      double a = pos * frequency[j];
+      a -= two_pi * rint(a / two_pi);
+      float s, c;
+      sincosf((float)a, &s, &c);
+      angle[j] = make_float2(c, s);
+    }
+    __syncthreads();
+    /* Units: eight features per step when vectorised, one pair otherwise. */
+    const int per_head = p.vec ? half / (p.style == 0 ? 8 : 4) : half;
+    for (int64_t u = threadIdx.x; u < p.heads * per_head; u += blockDim.x) {
+      const int64_t h = u / per_head, g = u % per_head;
+      const T *x = ptr_at<const T>(p.x, (t * p.heads + h) * p.x_stride);
+      T *out = ptr_at<T>(p.out, (t * p.heads + h) * p.out_stride);
+      if (p.vec && p.style == 0) { /* NeoX: pairs (j, j + half), j = 8g .. 8g + 7 */
+        float a[8], b[8];
+        load8(x + 8 * g, a);
+        load8(x + half + 8 * g, b);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          const float2 cs = angle[8 * g + i];
+          const float x0 = a[i], x1 = b[i];
+          a[i] = x0 * cs.x - x1 * cs.y;
+          b[i] = x0 * cs.y + x1 * cs.x;
+        }
+        store8(out + 8 * g, a);
+        store8(out + half + 8 * g, b);
+      } else if (p.vec) { /* GPT-J: pairs (2j, 2j + 1), j = 4g .. 4g + 3 */
+        float a[8];
+        load8(x + 8 * g, a);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const float2 cs = angle[4 * g + i];
+          const float x0 = a[2 * i], x1 = a[2 * i + 1];
+          a[2 * i] = x0 * cs.x - x1 * cs.y;
+          a[2 * i + 1] = x0 * cs.y + x1 * cs.x;
+        }
+        store8(out + 8 * g, a);
+      } else {
+        const int64_t i0 = p.style == 0 ? g : 2 * g, i1 = p.style == 0 ? g + half : 2 * g + 1;
+        const float2 cs = angle[g];
+        const float x0 = load1(x + i0), x1 = load1(x + i1);
+        store1(out + i0, x0 * cs.x - x1 * cs.y);
+        store1(out + i1, x0 * cs.y + x1 * cs.x);
+      }
+    }
+    if (copy_tail) {
+      const int64_t tail = d - p.rotary_dim;
+      for (int64_t u = threadIdx.x; u < p.heads * tail; u += blockDim.x) {
+        const int64_t h = u / tail, c = p.rotary_dim + u % tail;
+        *ptr_at<T>(p.out, (t * p.heads + h) * p.out_stride + c) =
+            *ptr_at<const T>(p.x, (t * p.heads + h) * p.x_stride + c);
+      }
+    }
+  }
+}
+
+GK_FLOAT_KERNELS(rope, rope_impl, gk_rope_params, )
+
+/* -------------------------------------------------------- row copies */
+
+/* Moves element `c` of `heads` rows of `n` elements each from src rows to
+ * dst rows (row h at h * stride), in 16-byte units when `vec` (the host
+ * checked alignment and n * sizeof(T) % 16 == 0). A null src writes zeros.
+ * The threads of the block share the work. */
+template <class T>
+__device__ __forceinline__ void copy_rows(T *dst, int64_t dst_stride, const T *src, int64_t src_stride,
+                                          int64_t heads, int64_t n, int vec) {
+  if (vec) {
+    const int64_t units = n * (int64_t)sizeof(T) / 16;
+    for (int64_t u = threadIdx.x; u < heads * units; u += blockDim.x) {
+      const int64_t h = u / units, w = u % units;
+      uint4 *d = reinterpret_cast<uint4 *>(dst + h * dst_stride) + w;
+      *d = src ? reinterpret_cast<const uint4 *>(src + h * src_stride)[w] : make_uint4(0, 0, 0, 0);
+    }
+  } else {
+    for (int64_t u = threadIdx.x; u < heads * n; u += blockDim.x) {
+      const int64_t h = u / n, c = u % n;
+      dst[h * dst_stride + c] = src ? src[h * src_stride + c] : from_f32<T>(0.0f);
+    }
+  }
+}
+
+/* ------------------------------------------------------------- embedding */
+
+/* One block per id; an id outside [0, vocab) writes a row of zeros and
+ * raises the embedding error bit. */
+template <class T> __device__ void embedding_impl(const gk_embedding_params &p) {
+  for (int64_t i = blockIdx.x; i < p.count; i += gridDim.x) {
+    const int32_t id = index_at(p.ids, i);
+    const bool valid = id >= 0 && id < p.vocab;
+    if (!valid && threadIdx.x == 0) raise_error(p.error_flag, GK_ERROR_EMBEDDING);
+    const T *row = valid ? ptr_at<const T>(p.table, (int64_t)id * p.table_stride) : nullptr;
+    copy_rows(ptr_at<T>(p.out, i * p.out_stride), 0, row, 0, 1, p.dim, p.vec);
+  }
+}
+
+GK_FLOAT_KERNELS(embedding, embedding_impl, gk_embedding_params, )
+
+/* ------------------------------------------------------------- kv_append */
+
+/* One block per new token: its k and v rows of every head go to the slot. A
+ * negative slot is padding; a slot past the cache raises the error bit. */
+template <class T> __device__ void kv_append_impl(const gk_kv_append_params &p) {
+  for (int64_t t = blockIdx.x; t < p.tokens; t += gridDim.x) {
+    const int32_t slot = index_at(p.slots, t);
+    if (slot < 0) continue;
+    if (slot >= p.slot_count) {
+      if (threadIdx.x == 0) raise_error(p.error_flag, GK_ERROR_KV_APPEND);
+      continue;
+    }
+    const int64_t dst_row = (int64_t)slot * p.heads, src_row = t * p.heads;
+    copy_rows(ptr_at<T>(p.k_cache, dst_row * p.k_cache_stride), p.k_cache_stride,
+              ptr_at<const T>(p.k, src_row * p.k_stride), p.k_stride, p.heads, p.head_dim, p.vec);
+    copy_rows(ptr_at<T>(p.v_cache, dst_row * p.v_cache_stride), p.v_cache_stride,
+              ptr_at<const T>(p.v, src_row * p.v_stride), p.v_stride, p.heads, p.head_dim, p.vec);
+  }
+}
+
+GK_FLOAT_KERNELS(kv_append, kv_append_impl, gk_kv_append_params, )

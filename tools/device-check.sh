@@ -1,0 +1,86 @@
+#!/bin/sh
+# device-check.sh - the whole check of the cuda backend on a machine with an
+# NVIDIA GPU, in one command:
+#   1. build everything (make -j16, plus the test programs);
+#   2. the conformance suite on cuda;
+#   3. the conformance suite again (quick sizes) under compute-sanitizer
+#      memcheck and racecheck;
+#   4. gllmk-bench --backend cuda;
+#   5. tools/bench/torch_peer.py: the same rows in PyTorch, and the issue's
+#      target shapes, ours vs PyTorch with the ratio per row.
+# Every log lands in $OUT (default build/device-check), eight files; a summary
+# is printed last. Exit status 0 only if every step passed.
+#
+# The GPU machines have gcc, make, the CUDA toolkit and PyTorch, but not the
+# Check unit-test library, and no network. Where Check is missing, the script
+# unpacks Debian's packages from .devdeps/ (make them on a Debian machine,
+# once: mkdir .devdeps && cd .devdeps && apt-get download check libsubunit0
+# libsubunit-dev) into a private prefix; nothing is installed system-wide.
+# Only the parts that need no other vendor's headers are built there: the
+# core, the cpu and cuda plugins, the tools and the tests.
+#
+# usage: tools/device-check.sh [--quick]   (--quick: quick sizes everywhere)
+# STEP_TIMEOUT (seconds, default 1800) bounds each step.
+set -u
+cd "$(dirname "$0")/.."
+out=${OUT:-build/device-check}
+mkdir -p "$out"
+quick=""
+[ "${1:-}" = "--quick" ] && quick="--quick"
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
+status=0
+
+# step NAME LOG COMMAND...: runs the command with its output in LOG.
+step() {
+  name=$1
+  log=$2
+  shift 2
+  start=$(date +%s)
+  timeout "${STEP_TIMEOUT:-1800}" "$@" >"$log" 2>&1
+  code=$?
+  elapsed=$(($(date +%s) - start))
+  if [ $code -eq 0 ]; then result=ok; else result="FAILED (exit $code)"; status=1; fi
+  printf '%-34s %-18s %4ss  %s\n' "$name" "$result" "$elapsed" "$log" | tee -a "$summary"
+}
+
+# Check from .devdeps when the system lacks it.
+if ! pkg-config --exists check 2>/dev/null && ls .devdeps/*.deb >/dev/null 2>&1; then
+  prefix=/tmp/gllmk-devdeps
+  for deb in .devdeps/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
+  export PKG_CONFIG_SYSROOT_DIR=$prefix
+  export PKG_CONFIG_PATH=$prefix/usr/lib/x86_64-linux-gnu/pkgconfig
+  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+
+# -o: the dependency installers need a network; what is missing shows in the
+# log. -k: a part that fails to build does not stop the others.
+step "build" "$out/build.log" make -k -j16 -o deps-check -o deps-build core plugin-cpu plugin-cuda tools test-programs
+step "nvidia-smi, gllmk-info" "$out/gllmk-info.txt" sh -c 'nvidia-smi && build/bin/gllmk-info'
+
+# Only the cuda test case of the suite (Check selects it by name), in one
+# process: the suite's main() initialises CUDA while listing the backends,
+# and CUDA cannot be used in a process forked after that (Check forks each
+# test by default).
+export CK_RUN_CASE=cuda CK_FORK=no
+step "conformance (cuda)" "$out/conformance.log" build/tests/conformance $quick
+step "conformance under memcheck" "$out/memcheck.log" \
+  compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 build/tests/conformance --quick
+step "conformance under racecheck" "$out/racecheck.log" \
+  compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 --print-limit 20 \
+  build/tests/conformance --quick
+unset CK_RUN_CASE CK_FORK
+
+step "gllmk-bench --backend cuda" "$out/bench.txt" build/bin/gllmk-bench --backend cuda $quick
+step "torch_peer.py" "$out/torch_peer.txt" \
+  env PYTHONUNBUFFERED=1 python3 tools/bench/torch_peer.py --json "$out/torch_peer.json" $quick
+
+echo
+for log in conformance memcheck racecheck; do
+  grep -E '^[0-9]+%: Checks:|ERROR SUMMARY|RACECHECK SUMMARY' "$out/$log.log" | sed "s/^/$log: /"
+done
+echo
+cat "$out/torch_peer.txt" 2>/dev/null | sed -n '/^== /,$p'
+echo
+cat "$summary"
+exit $status
