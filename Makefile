@@ -4,6 +4,10 @@
 # The build tree mirrors an installed tree: build/lib/libgllmk.so.0 with its
 # plugins in build/lib/gllmk/, tools in build/bin/.
 
+# No built-in rules: they would try to "remake" the included .d files.
+MAKEFLAGS    += --no-builtin-rules
+.SUFFIXES:
+
 VERSION      := 0.1.0
 SOVERSION    := 0
 
@@ -68,11 +72,15 @@ $(B)/lib/$(CORE_SONAME): $(CORE_LIB)
 $(B)/lib/libgllmk.so: $(B)/lib/$(CORE_SONAME)
 	ln -sf $(notdir $<) $@
 
+# gllmk.pc for the paths given now: `make install PREFIX=/usr` after a plain
+# `make` must not install the /usr/local paths of the earlier build.
+GEN_PC = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' \
+	    -e 's|@VERSION@|$(VERSION)|g' gllmk.pc.in
+
 $(B)/gllmk.pc: gllmk.pc.in Makefile
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' \
-	    -e 's|@VERSION@|$(VERSION)|g' $< > $@
+	$(GEN_PC) > $@
 
 # --------------------------------------------------------------- plugins
 #
@@ -147,10 +155,11 @@ install-core: $(B)/lib/$(CORE_SONAME)
 	install -m 0755 $(CORE_LIB) $(DESTDIR)$(LIBDIR)/
 	ln -sf libgllmk.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(CORE_SONAME)
 
-install-dev: $(B)/gllmk.pc $(B)/lib/libgllmk.so
+install-dev: $(B)/lib/libgllmk.so
 	install -d $(DESTDIR)$(INCLUDEDIR)/gllmk $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(LIBDIR)
 	install -m 0644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/gllmk/
-	install -m 0644 $(B)/gllmk.pc $(DESTDIR)$(PKGCONFIGDIR)/gllmk.pc
+	$(GEN_PC) > $(DESTDIR)$(PKGCONFIGDIR)/gllmk.pc
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/gllmk.pc
 	ln -sf $(CORE_SONAME) $(DESTDIR)$(LIBDIR)/libgllmk.so
 
 install-tools: tools

@@ -13,8 +13,9 @@ gllmk_status gllmk_context_create(const gllmk_context_options *options,
   static const char fn[] = "gllmk_context_create";
   core_clear_error();
   if (out_context == NULL) return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: out_context is NULL", fn);
+  if (!core_options_are_valid(fn, options)) return GLLMK_ERR_INVALID_ARGUMENT;
   gllmk_discovery *d;
-  gllmk_status status = gllmk_discover(options, &d);
+  gllmk_status status = core_discover(options, &d);
   if (status != GLLMK_OK) return status;
   if (d->selected < 0) {
     status = core_fail(GLLMK_ERR_NO_BACKEND, "%s: %s", fn, d->no_backend_reason);

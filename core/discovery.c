@@ -361,7 +361,7 @@ gllmk_status core_discover(const gllmk_context_options *options, gllmk_discovery
 
 /* ------------------------------------------------------------ public */
 
-static bool options_are_valid(const char *fn, const gllmk_context_options *options) {
+bool core_options_are_valid(const char *fn, const gllmk_context_options *options) {
   if (options && options->exclude_count && options->exclude == NULL) {
     core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: options.exclude is NULL but exclude_count=%u",
               fn, options->exclude_count);
@@ -375,7 +375,7 @@ gllmk_status gllmk_discover(const gllmk_context_options *options,
   core_clear_error();
   if (out_discovery == NULL)
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "gllmk_discover: out_discovery is NULL");
-  if (!options_are_valid("gllmk_discover", options)) return GLLMK_ERR_INVALID_ARGUMENT;
+  if (!core_options_are_valid("gllmk_discover", options)) return GLLMK_ERR_INVALID_ARGUMENT;
   return core_discover(options, out_discovery);
 }
 

@@ -46,6 +46,8 @@ struct gllmk_discovery {
   char no_backend_reason[512];
 };
 
+/* Checks the options' own consistency; on failure sets the error naming `fn`. */
+bool core_options_are_valid(const char *fn, const gllmk_context_options *options);
 /* Scans, loads and probes; marks the slot a context would use. */
 gllmk_status core_discover(const gllmk_context_options *options, gllmk_discovery **out);
 

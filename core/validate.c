@@ -346,6 +346,7 @@ static gllmk_status validate_rope(const op_call *c, const gllmk_rope_args *a) {
   CORE_TRY(i32_tensor(c, "positions", a->positions));
   CORE_TRY(ndim_is(c, "positions", a->positions, 1));
   CORE_TRY(dim_is(c, "positions", a->positions, 0, a->out->shape[0], "tokens"));
+  CORE_TRY(contiguous(c, "positions", a->positions));
   CORE_TRY(no_overlap(c, "out", a->out, "x", a->x, true));
   CORE_TRY(no_overlap(c, "out", a->out, "positions", a->positions, false));
   int64_t head_dim = a->out->shape[2];

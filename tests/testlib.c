@@ -26,9 +26,12 @@ void test_parse_args(int argc, char **argv) {
       test_opts.backend = argv[++i];
     } else if (strcmp(argv[i], "--skip-software") == 0) {
       test_opts.skip_software = 1;
+    } else if (strcmp(argv[i], "--plugin-dir") == 0 && i + 1 < argc) {
+      test_opts.plugin_dir = argv[++i];
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--seed N] [--backend NAME] [--skip-software]\n",
-              argv[0]);
+      fprintf(stderr,
+              "usage: %s [--quick] [--seed N] [--backend NAME] [--skip-software] "
+              "[--plugin-dir DIR]\n", argv[0]);
       exit(2);
     }
   }

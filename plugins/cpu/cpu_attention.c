@@ -48,21 +48,31 @@ static void softmax_step_generic(float *row, int64_t visible, int64_t width, flo
   for (int64_t j = visible; j < width; j++) row[j] = 0.0f;
 }
 
-static void scores_generic(int64_t rows, int64_t keys, int64_t d, const float *q, int64_t ldq,
-                           const float *const *k_rows, float scale, float *s, int64_t lds) {
+/* Element i of a row stored as dtype, as F32. */
+static float element_f32(int32_t dtype, const void *row, int64_t i) {
+  if (dtype == GLLMK_F32) return ((const float *)row)[i];
+  uint16_t h = ((const uint16_t *)row)[i];
+  return dtype == GLLMK_F16 ? cpu_f16_to_f32(h) : cpu_bf16_to_f32(h);
+}
+
+static void scores_generic(int32_t dtype, int64_t rows, int64_t keys, int64_t d, const float *q,
+                           int64_t ldq, const void *const *k_rows, float scale, float *s,
+                           int64_t lds) {
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < keys; j++) {
       float sum = 0.0f;
-      for (int64_t i = 0; i < d; i++) sum += q[r * ldq + i] * k_rows[j][i];
+      for (int64_t i = 0; i < d; i++) sum += q[r * ldq + i] * element_f32(dtype, k_rows[j], i);
       s[r * lds + j] = scale * sum;
     }
 }
 
-static void accumulate_generic(int64_t rows, int64_t keys, int64_t d, const float *p, int64_t ldp,
-                               const float *const *v_rows, float *o, int64_t ldo) {
+static void accumulate_generic(int32_t dtype, int64_t rows, int64_t keys, int64_t d,
+                               const float *p, int64_t ldp, const void *const *v_rows, float *o,
+                               int64_t ldo) {
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < keys; j++)
-      for (int64_t i = 0; i < d; i++) o[r * ldo + i] += p[r * ldp + j] * v_rows[j][i];
+      for (int64_t i = 0; i < d; i++)
+        o[r * ldo + i] += p[r * ldp + j] * element_f32(dtype, v_rows[j], i);
 }
 
 static const cpu_attention_direct attention_direct_generic = {scores_generic, accumulate_generic};
@@ -164,22 +174,38 @@ static size_t attn_scratch_layout(const cpu_gemm_isa *isa, int64_t d, char *base
   return offset;
 }
 
-/* Element offset of position pos's key (values: value) row. */
-static int64_t kv_offset(const kv_source *kv, int values, int64_t pos) {
-  int64_t step = values ? kv->v_step : kv->k_step;
-  if (!kv->blocks) return pos * step;
-  int64_t block_step = values ? kv->v_block_step : kv->k_block_step;
-  return kv->blocks[pos / kv->block_size] * block_step + pos % kv->block_size * step;
+/* The element offsets from the kv head's base of the key (values: value)
+ * rows of positions [first, first + count). Paged caches are walked slot by
+ * slot rather than divided for every position. */
+static void kv_offsets(const kv_source *kv, int values, int64_t first, int64_t count,
+                       int64_t *offsets) {
+  const int64_t step = values ? kv->v_step : kv->k_step;
+  if (!kv->blocks) {
+    for (int64_t j = 0; j < count; j++) offsets[j] = (first + j) * step;
+    return;
+  }
+  const int64_t block_step = values ? kv->v_block_step : kv->k_block_step;
+  int64_t block = first / kv->block_size, slot = first % kv->block_size;
+  for (int64_t j = 0; j < count; j++, slot++) {
+    if (slot == kv->block_size) {
+      block++;
+      slot = 0;
+    }
+    offsets[j] = kv->blocks[block] * block_step + slot * step;
+  }
 }
 
 /* Points rows[j] at the F32 key (values: value) row of position first + j,
- * for j < count: into the cache itself for F32, else converted into `tile`. */
+ * for j < count <= ATTN_KEYS: the row itself for F32, else converted into
+ * `tile`. */
 static void kv_rows(const kv_source *kv, int values, int64_t first, int64_t count,
                     const float **rows, float *tile) {
-  size_t esize = gllmk_plugin_dtype_size(kv->dtype);
+  const size_t esize = gllmk_plugin_dtype_size(kv->dtype);
   const char *base = values ? kv->v : kv->k;
+  int64_t offsets[ATTN_KEYS];
+  kv_offsets(kv, values, first, count, offsets);
   for (int64_t j = 0; j < count; j++) {
-    const char *row = base + (size_t)kv_offset(kv, values, first + j) * esize;
+    const char *row = base + (size_t)offsets[j] * esize;
     if (kv->dtype == GLLMK_F32) {
       rows[j] = (const float *)(const void *)row;
     } else {
@@ -241,25 +267,31 @@ static void finish_rows(const attn_rows *rows, int64_t d, int64_t d_pad, const a
 }
 
 /* Scores or (values) o += P V of every group for keys [first, first + count),
- * straight from the key and value rows. Keys go a few at a time through all
- * groups, so that each key position's rows of all kv heads are read
- * together: in the usual layout, one sequential run through the cache. */
+ * straight from the key and value rows as stored. A few keys at a time go
+ * through all groups, so that each position's rows of all kv heads are read
+ * close together (in the usual layout: the cache sequentially). */
 static void direct_products(const cpu_attention_direct *isa, const attn_rows *rows, int values,
                             int64_t first, int64_t count, float scale, int64_t d_pad,
                             const attn_scratch *s) {
   enum { STEP = 8 };
-  const float *ptrs[STEP];
+  const int32_t dtype = rows->kv[0].dtype;
   const int64_t d = rows->kv[0].d;
+  const size_t esize = gllmk_plugin_dtype_size(dtype);
+  int64_t offsets[ATTN_KEYS];
+  const void *ptrs[STEP];
+  /* Every group's rows share the layout; only the kv head's base differs. */
+  kv_offsets(&rows->kv[0], values, first, count, offsets);
   for (int64_t j = 0; j < count; j += STEP) {
     int64_t keys = count - j < STEP ? count - j : STEP;
     for (int64_t g = 0, r0 = 0; g < rows->groups; r0 = rows->group_end[g++]) {
+      const char *base = values ? rows->kv[g].v : rows->kv[g].k;
+      for (int64_t t = 0; t < keys; t++) ptrs[t] = base + (size_t)offsets[j + t] * esize;
       int64_t n = rows->group_end[g] - r0;
-      kv_rows(&rows->kv[g], values, first + j, keys, ptrs, s->tile);
       if (values)
-        isa->accumulate(n, keys, d, s->s + r0 * ATTN_KEYS + j, ATTN_KEYS, ptrs, s->o + r0 * d_pad,
-                        d_pad);
+        isa->accumulate(dtype, n, keys, d, s->s + r0 * ATTN_KEYS + j, ATTN_KEYS, ptrs,
+                        s->o + r0 * d_pad, d_pad);
       else
-        isa->scores(n, keys, d, s->q + r0 * d, d, ptrs, scale, s->s + r0 * ATTN_KEYS + j,
+        isa->scores(dtype, n, keys, d, s->q + r0 * d, d, ptrs, scale, s->s + r0 * ATTN_KEYS + j,
                     ATTN_KEYS);
     }
   }
@@ -269,7 +301,7 @@ static void direct_products(const cpu_attention_direct *isa, const attn_rows *ro
  * key). Packed products need a single group. */
 static void attend(const attn_rows *rows, int64_t key_begin, int64_t key_end, float scale,
                    const attn_scratch *s, float *partial) {
-  const int avx2 = cpu_has.avx2 && cpu_has.fma;
+  const int avx2 = cpu_has.avx2 && cpu_has.fma && cpu_has.f16c;
   const cpu_gemm_isa *isa = cpu_gemm_select();
   const cpu_attention_direct *direct_isa =
       avx2 ? &cpu_attention_direct_avx2 : &attention_direct_generic;

@@ -87,6 +87,19 @@ void cpu_softmax_step_avx2(float *row, int64_t visible, int64_t width, float *ma
 
 /* ---------------------------------------------------- unpacked products */
 
+/* 8 elements at p (F32, F16 or BF16) as F32. */
+static ALWAYS_INLINE __m256 load8(int32_t dtype, const void *p) {
+  if (dtype == GLLMK_F32) return _mm256_loadu_ps(p);
+  __m128i h = _mm_loadu_si128(p);
+  if (dtype == GLLMK_F16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Element i of a row stored as dtype. */
+static ALWAYS_INLINE const void *element(int32_t dtype, const void *row, int64_t i) {
+  return (const char *)row + i * (dtype == GLLMK_F32 ? 4 : 2);
+}
+
 /* The four sums of a0..a3's lanes, in order. */
 static ALWAYS_INLINE __m128 sum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
@@ -94,8 +107,9 @@ static ALWAYS_INLINE __m128 sum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 }
 
 /* Scores of `rows` (1 or 2) query rows against 4 keys, into `s` (row stride lds). */
-static ALWAYS_INLINE void scores_block(int rows, int64_t d, const float *q, int64_t ldq,
-                                       const float *const *k, __m128 scale, float *s, int64_t lds) {
+static ALWAYS_INLINE void scores_block(int32_t dtype, int rows, int64_t d, const float *q,
+                                       int64_t ldq, const void *const *k, __m128 scale, float *s,
+                                       int64_t lds) {
   __m256 acc[2][4];
 #pragma GCC unroll 2
   for (int r = 0; r < rows; r++)
@@ -104,7 +118,7 @@ static ALWAYS_INLINE void scores_block(int rows, int64_t d, const float *q, int6
   for (int64_t i = 0; i < d; i += 8) {
     __m256 kv[4];
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) kv[j] = _mm256_loadu_ps(k[j] + i);
+    for (int j = 0; j < 4; j++) kv[j] = load8(dtype, element(dtype, k[j], i));
 #pragma GCC unroll 2
     for (int r = 0; r < rows; r++) {
       __m256 qv = _mm256_loadu_ps(q + r * ldq + i);
@@ -120,73 +134,91 @@ static ALWAYS_INLINE void scores_block(int rows, int64_t d, const float *q, int6
 
 /* Keys go in fours; a last partial four repeats its final key, so that every
  * score is summed the same way whatever the key count. */
-static void scores_direct(int64_t rows, int64_t keys, int64_t d, const float *q, int64_t ldq,
-                          const float *const *k_rows, float scale, float *s, int64_t lds) {
+static ALWAYS_INLINE void scores_body(int32_t dtype, int64_t rows, int64_t keys, int64_t d,
+                                      const float *q, int64_t ldq, const void *const *k_rows,
+                                      float scale, float *s, int64_t lds) {
   const __m128 scale4 = _mm_set1_ps(scale);
   for (int64_t j = 0; j < keys; j += 4) {
-    const float *k[4];
+    const void *k[4];
     for (int64_t t = 0; t < 4; t++) k[t] = k_rows[j + t < keys ? j + t : keys - 1];
     int64_t valid = keys - j < 4 ? keys - j : 4;
     for (int64_t r = 0; r < rows; r += 2) {
       float block[2 * 4];
       if (rows - r >= 2)
-        scores_block(2, d, q + r * ldq, ldq, k, scale4, block, 4);
+        scores_block(dtype, 2, d, q + r * ldq, ldq, k, scale4, block, 4);
       else
-        scores_block(1, d, q + r * ldq, ldq, k, scale4, block, 4);
+        scores_block(dtype, 1, d, q + r * ldq, ldq, k, scale4, block, 4);
       for (int64_t rr = r; rr < rows && rr < r + 2; rr++)
         for (int64_t t = 0; t < valid; t++) s[rr * lds + j + t] = block[(rr - r) * 4 + t];
     }
   }
 }
 
-/* o rows r0, r0+1 (`rows` of them, 1 or 2), elements [i, i + 32): += P V. */
-static ALWAYS_INLINE void accumulate_block(int rows, int64_t keys, int64_t i, const float *p,
-                                           int64_t ldp, const float *const *v_rows, float *o,
-                                           int64_t ldo) {
+/* o rows r0, r0+1 (`rows` of them, 1 or 2), elements [i, i + 8 * VECS): += P V. */
+static ALWAYS_INLINE void accumulate_block(int32_t dtype, int rows, int vecs, int64_t keys,
+                                           int64_t i, const float *p, int64_t ldp,
+                                           const void *const *v_rows, float *o, int64_t ldo) {
   __m256 acc[2][4];
 #pragma GCC unroll 2
   for (int r = 0; r < rows; r++)
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) acc[r][c] = _mm256_loadu_ps(o + r * ldo + i + 8 * c);
+    for (int c = 0; c < vecs; c++) acc[r][c] = _mm256_loadu_ps(o + r * ldo + i + 8 * c);
   for (int64_t j = 0; j < keys; j++) {
     __m256 v[4];
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) v[c] = _mm256_loadu_ps(v_rows[j] + i + 8 * c);
+    for (int c = 0; c < vecs; c++) v[c] = load8(dtype, element(dtype, v_rows[j], i + 8 * c));
 #pragma GCC unroll 2
     for (int r = 0; r < rows; r++) {
       __m256 pj = _mm256_broadcast_ss(p + r * ldp + j);
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; c++) acc[r][c] = _mm256_fmadd_ps(pj, v[c], acc[r][c]);
+      for (int c = 0; c < vecs; c++) acc[r][c] = _mm256_fmadd_ps(pj, v[c], acc[r][c]);
     }
   }
 #pragma GCC unroll 2
   for (int r = 0; r < rows; r++)
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) _mm256_storeu_ps(o + r * ldo + i + 8 * c, acc[r][c]);
+    for (int c = 0; c < vecs; c++) _mm256_storeu_ps(o + r * ldo + i + 8 * c, acc[r][c]);
 }
 
-/* The same for 8 elements: the tail of a head dim that is not a multiple of 32. */
-static void accumulate_tail(int64_t keys, int64_t i, const float *p, const float *const *v_rows,
-                            float *o) {
-  __m256 acc = _mm256_loadu_ps(o + i);
-  for (int64_t j = 0; j < keys; j++)
-    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v_rows[j] + i), acc);
-  _mm256_storeu_ps(o + i, acc);
-}
-
-static void accumulate_direct(int64_t rows, int64_t keys, int64_t d, const float *p, int64_t ldp,
-                              const float *const *v_rows, float *o, int64_t ldo) {
+static ALWAYS_INLINE void accumulate_body(int32_t dtype, int64_t rows, int64_t keys, int64_t d,
+                                          const float *p, int64_t ldp, const void *const *v_rows,
+                                          float *o, int64_t ldo) {
   for (int64_t r = 0; r < rows; r += 2) {
+    const int two = rows - r >= 2;
     int64_t i = 0;
     for (; i + 32 <= d; i += 32) {
-      if (rows - r >= 2)
-        accumulate_block(2, keys, i, p + r * ldp, ldp, v_rows, o + r * ldo, ldo);
+      if (two)
+        accumulate_block(dtype, 2, 4, keys, i, p + r * ldp, ldp, v_rows, o + r * ldo, ldo);
       else
-        accumulate_block(1, keys, i, p + r * ldp, ldp, v_rows, o + r * ldo, ldo);
+        accumulate_block(dtype, 1, 4, keys, i, p + r * ldp, ldp, v_rows, o + r * ldo, ldo);
     }
-    for (; i < d; i += 8)
-      for (int64_t rr = r; rr < rows && rr < r + 2; rr++)
-        accumulate_tail(keys, i, p + rr * ldp, v_rows, o + rr * ldo);
+    for (; i < d; i += 8) {
+      if (two)
+        accumulate_block(dtype, 2, 1, keys, i, p + r * ldp, ldp, v_rows, o + r * ldo, ldo);
+      else
+        accumulate_block(dtype, 1, 1, keys, i, p + r * ldp, ldp, v_rows, o + r * ldo, ldo);
+    }
+  }
+}
+
+/* One instance per storage dtype, so that the loads see it as a constant. */
+static void scores_direct(int32_t dtype, int64_t rows, int64_t keys, int64_t d, const float *q,
+                          int64_t ldq, const void *const *k_rows, float scale, float *s,
+                          int64_t lds) {
+  switch (dtype) {
+    case GLLMK_F32: scores_body(GLLMK_F32, rows, keys, d, q, ldq, k_rows, scale, s, lds); break;
+    case GLLMK_F16: scores_body(GLLMK_F16, rows, keys, d, q, ldq, k_rows, scale, s, lds); break;
+    default: scores_body(GLLMK_BF16, rows, keys, d, q, ldq, k_rows, scale, s, lds); break;
+  }
+}
+
+static void accumulate_direct(int32_t dtype, int64_t rows, int64_t keys, int64_t d,
+                              const float *p, int64_t ldp, const void *const *v_rows, float *o,
+                              int64_t ldo) {
+  switch (dtype) {
+    case GLLMK_F32: accumulate_body(GLLMK_F32, rows, keys, d, p, ldp, v_rows, o, ldo); break;
+    case GLLMK_F16: accumulate_body(GLLMK_F16, rows, keys, d, p, ldp, v_rows, o, ldo); break;
+    default: accumulate_body(GLLMK_BF16, rows, keys, d, p, ldp, v_rows, o, ldo); break;
   }
 }
 

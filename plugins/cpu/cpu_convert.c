@@ -118,16 +118,28 @@ void cpu_select_kernels(void) {
 
 void cpu_load_f32(int32_t dtype, const void *src, float *dst, int64_t n) {
   switch (dtype) {
-    case GLLMK_F16: cpu_convert->f16_to_f32(src, dst, n); break;
-    case GLLMK_BF16: cpu_convert->bf16_to_f32(src, dst, n); break;
-    default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    case GLLMK_F16:
+      cpu_convert->f16_to_f32(src, dst, n);
+      break;
+    case GLLMK_BF16:
+      cpu_convert->bf16_to_f32(src, dst, n);
+      break;
+    default:
+      memcpy(dst, src, (size_t)n * sizeof(float));
+      break;
   }
 }
 
 void cpu_store_f32(int32_t dtype, const float *src, void *dst, int64_t n) {
   switch (dtype) {
-    case GLLMK_F16: cpu_convert->f32_to_f16(src, dst, n); break;
-    case GLLMK_BF16: cpu_convert->f32_to_bf16(src, dst, n); break;
-    default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    case GLLMK_F16:
+      cpu_convert->f32_to_f16(src, dst, n);
+      break;
+    case GLLMK_BF16:
+      cpu_convert->f32_to_bf16(src, dst, n);
+      break;
+    default:
+      memcpy(dst, src, (size_t)n * sizeof(float));
+      break;
   }
 }

@@ -39,7 +39,8 @@ static void f32_to_f16_avx512(const float *src, uint16_t *dst, int64_t n) {
 static void bf16_to_f32_avx512(const uint16_t *src, float *dst, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(dst + i, cpu_avx512_bf16_to_f32(_mm256_loadu_si256((const __m256i *)(src + i))));
+    _mm512_storeu_ps(dst + i,
+                     cpu_avx512_bf16_to_f32(_mm256_loadu_si256((const __m256i *)(src + i))));
   if (i < n) {
     __mmask16 m = tail_mask(n - i);
     _mm512_mask_storeu_ps(dst + i, m, cpu_avx512_bf16_to_f32(_mm256_maskz_loadu_epi16(m, src + i)));

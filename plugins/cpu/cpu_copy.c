@@ -201,14 +201,22 @@ static void fill_range(void *ctx, int64_t begin, int64_t end) {
 
 gllmk_status cpu_fill(gllmk_plugin_device *device, const gllmk_fill_args *args) {
   fill_job job = {.out = cpu_rows_of(args->out)};
-  job.stream = cpu_streams(job.out.rows * job.out.cols *
-                           (int64_t)gllmk_plugin_dtype_size(job.out.dtype));
+  job.stream =
+      cpu_streams(job.out.rows * job.out.cols * (int64_t)gllmk_plugin_dtype_size(job.out.dtype));
   for (int i = 0; i < CPU_BLOCK; i++) {
     switch (job.out.dtype) {
-      case GLLMK_F16: job.pattern.u16[i] = cpu_f32_to_f16(args->value); break;
-      case GLLMK_BF16: job.pattern.u16[i] = cpu_f32_to_bf16(args->value); break;
-      case GLLMK_I32: job.pattern.i32[i] = to_int32(args->value); break;
-      default: job.pattern.f32[i] = args->value; break;
+      case GLLMK_F16:
+        job.pattern.u16[i] = cpu_f32_to_f16(args->value);
+        break;
+      case GLLMK_BF16:
+        job.pattern.u16[i] = cpu_f32_to_bf16(args->value);
+        break;
+      case GLLMK_I32:
+        job.pattern.i32[i] = to_int32(args->value);
+        break;
+      default:
+        job.pattern.f32[i] = args->value;
+        break;
     }
   }
   cpu_parallel_for(device, job.out.rows, cpu_row_grain(job.out.cols), fill_range, &job);

@@ -109,8 +109,7 @@ static void silu_fn(const map_job *job, void *out, const void *const *in, int64_
 }
 
 /* gelu and add_gelu; job->bias (F32) is NULL for gelu. */
-static void gelu_fn(const map_job *job, void *out, const void *const *in, int64_t col,
-                    int64_t n) {
+static void gelu_fn(const map_job *job, void *out, const void *const *in, int64_t col, int64_t n) {
   const float *bias = job->bias ? job->bias + col : NULL;
   cpu_vec->gelu(job->out.dtype, job->gelu_kind, out, in[0], bias, n);
 }
@@ -157,8 +156,8 @@ gllmk_status cpu_add_gelu(gllmk_plugin_device *device, const gllmk_add_gelu_args
   map_job job = map_job_for(gelu_fn, args->out, inputs, 1);
   job.gelu_kind = args->kind;
   float *bias_copy;
-  job.bias = cpu_f32_vector(args->bias->dtype, cpu_tensor_data(args->bias), job.out.cols,
-                            &bias_copy);
+  job.bias =
+      cpu_f32_vector(args->bias->dtype, cpu_tensor_data(args->bias), job.out.cols, &bias_copy);
   if (!job.bias)
     return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_add_gelu: out of host memory");
   gllmk_status status = run_map(device, &job);

@@ -46,7 +46,8 @@ gllmk_status cpu_embedding(gllmk_plugin_device *device, const gllmk_embedding_ar
   };
   job.count = job.ids.rows * job.ids.cols;
   job.first_bad = job.count;
-  job.stream = cpu_streams(job.count * job.out.cols * (int64_t)gllmk_plugin_dtype_size(job.out.dtype));
+  job.stream =
+      cpu_streams(job.count * job.out.cols * (int64_t)gllmk_plugin_dtype_size(job.out.dtype));
   cpu_parallel_for(device, job.count, cpu_row_grain(job.out.cols), embedding_range, &job);
   if (job.first_bad < job.count) {
     /* The lowest bad index is reported, whatever the thread count. */

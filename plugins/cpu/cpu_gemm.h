@@ -87,15 +87,15 @@ void cpu_softmax_step_avx2(float *row, int64_t visible, int64_t width, float *ma
                            float *o, int64_t d); /* cpu_attention_avx2.c */
 
 /* For a few query rows (decode), products straight from the key and value
- * rows, without packing (d a multiple of 8):
+ * rows as stored (dtype F32, F16 or BF16; d a multiple of 8), no packing:
  *  scores:     s[r * lds + j] = scale * dot(q + r * ldq, k_rows[j]), r < rows, j < keys
  *  accumulate: o[r * ldo ..][0..d) += sum_{j < keys} p[r * ldp + j] * v_rows[j][0..d)
  * Each score is summed in the same order whatever `rows` and `keys` are. */
 typedef struct cpu_attention_direct {
-  void (*scores)(int64_t rows, int64_t keys, int64_t d, const float *q, int64_t ldq,
-                 const float *const *k_rows, float scale, float *s, int64_t lds);
-  void (*accumulate)(int64_t rows, int64_t keys, int64_t d, const float *p, int64_t ldp,
-                     const float *const *v_rows, float *o, int64_t ldo);
+  void (*scores)(int32_t dtype, int64_t rows, int64_t keys, int64_t d, const float *q,
+                 int64_t ldq, const void *const *k_rows, float scale, float *s, int64_t lds);
+  void (*accumulate)(int32_t dtype, int64_t rows, int64_t keys, int64_t d, const float *p,
+                     int64_t ldp, const void *const *v_rows, float *o, int64_t ldo);
 } cpu_attention_direct;
 extern const cpu_attention_direct cpu_attention_direct_avx2; /* cpu_attention_avx2.c */
 

@@ -44,12 +44,10 @@ typedef struct cpu_vec_kernels {
   const char *name;
   void (*add)(int32_t dtype, void *out, const void *a, const void *b, int64_t n);
   void (*mul)(int32_t dtype, void *out, const void *a, const void *b, int64_t n);
-  void (*mul_add)(int32_t dtype, void *out, const void *a, const void *b, const void *c,
-                  int64_t n);
+  void (*mul_add)(int32_t dtype, void *out, const void *a, const void *b, const void *c, int64_t n);
   void (*silu)(int32_t dtype, void *out, const void *x, int64_t n);
   /* out = gelu(x + bias) (gllmk_gelu_kind); bias (F32) may be NULL. */
-  void (*gelu)(int32_t dtype, int32_t kind, void *out, const void *x, const float *bias,
-               int64_t n);
+  void (*gelu)(int32_t dtype, int32_t kind, void *out, const void *x, const float *bias, int64_t n);
   /* out = silu(gate) * up */
   void (*swiglu)(int32_t dtype, void *out, const void *gate, const void *up, int64_t n);
 
@@ -72,16 +70,15 @@ typedef struct cpu_vec_kernels {
                                   const float *w, const void *next, int64_t n);
   /* out = (x - mean) * scale * w + b, mean as above; w, b in F32, b may be
    * NULL. */
-  void (*normalize_affine)(int32_t dtype, void *out, const void *x, float mean_high,
-                           float mean_low, float scale, const float *w, const float *b,
-                           int64_t n);
+  void (*normalize_affine)(int32_t dtype, void *out, const void *x, float mean_high, float mean_low,
+                           float scale, const float *w, const float *b, int64_t n);
   /* The largest x * scale, NaN ignored (-inf if there is nothing else). */
   float (*max_scaled)(int32_t dtype, const void *x, float scale, int64_t n);
   /* Sum of exp(x * scale - shift), accumulated in double. */
   double (*exp_sum)(int32_t dtype, const void *x, float scale, float shift, int64_t n);
   /* out = exp(x * scale - shift) * factor */
-  void (*exp_scale)(int32_t dtype, void *out, const void *x, float scale, float shift,
-                    float factor, int64_t n);
+  void (*exp_scale)(int32_t dtype, void *out, const void *x, float scale, float shift, float factor,
+                    int64_t n);
 
   /* cos/sin of position * inv_freq[j] for j < n, computed in double. */
   void (*rope_angles)(float *cos_out, float *sin_out, const double *inv_freq, double position,

@@ -159,11 +159,15 @@ static gllmk_status cpu_device_info(uint32_t index, gllmk_device_info *info) {
 }
 
 static void cpu_describe(char *text, size_t text_size) {
-  const char *conversions = cpu_convert == &cpu_convert_portable ? "portable C" : cpu_vec->name;
+  const char *isa = cpu_vec == &cpu_vec_portable ? "no SIMD extensions assumed"
+#if defined(__x86_64__)
+                    : cpu_vec == &cpu_vec_avx512 ? "AVX-512 F/BW/VL, FMA, F16C"
+#endif
+                                                 : "AVX2, FMA, F16C";
   snprintf(text, text_size,
-           "SIMD: %s math kernels, %s F16/BF16 conversions (%s); threads: one pool per context",
-           cpu_vec->name, conversions,
-           cpu_has.f16c && cpu_convert != &cpu_convert_portable ? "F16C" : "no F16C");
+           "kernels: %s (%s); outputs of %lld MiB or more are written with non-temporal "
+           "stores; one worker pool per context",
+           cpu_vec->name, isa, (long long)(cpu_stream_threshold >> 20));
 }
 
 static gllmk_status cpu_open(const gllmk_plugin_open_options *options,
@@ -171,10 +175,9 @@ static gllmk_status cpu_open(const gllmk_plugin_open_options *options,
   *out_device = NULL;
   gllmk_plugin_device *device = calloc(1, sizeof *device);
   if (!device) return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "cpu: out of host memory");
-  int threads = options && options->num_threads ? (int)(options->num_threads > 1024
-                                                            ? 1024
-                                                            : options->num_threads)
-                                                : online_cores();
+  int threads = options && options->num_threads
+                    ? (int)(options->num_threads > 1024 ? 1024 : options->num_threads)
+                    : online_cores();
   gllmk_status status = cpu_pool_create(threads, &device->pool);
   if (status != GLLMK_OK) {
     free(device);
@@ -257,8 +260,8 @@ static gllmk_status cpu_mem_read(gllmk_plugin_device *device, gllmk_plugin_memor
 }
 
 static gllmk_status cpu_mem_copy(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
-                                 uint64_t dst_offset, gllmk_plugin_memory *src,
-                                 uint64_t src_offset, uint64_t size) {
+                                 uint64_t dst_offset, gllmk_plugin_memory *src, uint64_t src_offset,
+                                 uint64_t size) {
   (void)device;
   memmove((char *)dst + dst_offset, (const char *)src + src_offset, (size_t)size);
   return GLLMK_OK;

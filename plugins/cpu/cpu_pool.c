@@ -6,13 +6,14 @@
  * takes fewer chunks. The calling thread works on the job too. Between jobs
  * the workers sleep on a condition variable: an idle pool uses no CPU.
  */
+#include "cpu_pool.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 
 #include "cpu_internal.h"
-#include "cpu_pool.h"
 
 /* Chunks per thread: a few, so that uneven progress evens out. */
 enum { CHUNKS_PER_THREAD = 4 };
@@ -30,14 +31,14 @@ struct cpu_pool {
   cpu_range_fn fn;
   void *ctx;
   int64_t n, chunk_size, num_chunks;
-  int64_t next_chunk;     /* atomic: the next chunk to claim */
-  int seats_left;         /* workers that may still join the job */
-  int helpers_running;    /* workers that joined and have not finished */
+  int64_t next_chunk;  /* atomic: the next chunk to claim */
+  int seats_left;      /* workers that may still join the job */
+  int helpers_running; /* workers that joined and have not finished */
 };
 
 /* Claims and runs chunks of the current job until none is left. */
-static void run_chunks(cpu_pool *pool, cpu_range_fn fn, void *ctx, int64_t n,
-                       int64_t chunk_size, int64_t num_chunks) {
+static void run_chunks(cpu_pool *pool, cpu_range_fn fn, void *ctx, int64_t n, int64_t chunk_size,
+                       int64_t num_chunks) {
   for (;;) {
     int64_t chunk = __atomic_fetch_add(&pool->next_chunk, 1, __ATOMIC_RELAXED);
     if (chunk >= num_chunks) return;

@@ -22,7 +22,7 @@ typedef struct rope_job {
   int64_t position_stride;
   int32_t style;
   int in_place;
-  int stream; /* rows go through an L1 block and stream_copy */
+  int stream;             /* rows go through an L1 block and stream_copy */
   const double *inv_freq; /* [half] */
   int out_of_memory;      /* set by a thread that could not get its tables */
 } rope_job;
@@ -90,8 +90,8 @@ gllmk_status cpu_rope(gllmk_plugin_device *device, const gllmk_rope_args *args) 
       .position_stride = args->positions->strides[0],
       .style = args->style,
   };
-  job.in_place = job.x == job.out && x->strides[0] == out->strides[0] &&
-                 x->strides[1] == out->strides[1];
+  job.in_place =
+      job.x == job.out && x->strides[0] == out->strides[0] && x->strides[1] == out->strides[1];
   if (job.half == 0 && job.in_place) return GLLMK_OK;
 
   double *inv_freq = malloc((size_t)(job.half > 0 ? job.half : 1) * sizeof(double));

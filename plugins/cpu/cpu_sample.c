@@ -116,32 +116,32 @@ static int compare_int32(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Top-k order: (z descending, id ascending). */
-static int z_before(const double *z, int32_t a, int32_t b) {
-  return z[a] > z[b] || (z[a] == z[b] && a < b);
+/* Top-k order: (value descending, id ascending). */
+static int value_before(const double *value, int32_t a, int32_t b) {
+  return value[a] > value[b] || (value[a] == value[b] && a < b);
 }
 
 /* Fills ids with the k best tokens, then sorts them by id. A min-heap (root
  * = the worst token kept so far) sees each token once. */
-static void select_top_k(const double *z, int64_t vocab, int32_t k, int32_t *ids) {
+static void select_top_k(const double *value, int64_t vocab, int32_t k, int32_t *ids) {
   int32_t *heap = ids;
   for (int64_t i = 0; i < vocab; i++) {
     int32_t token = (int32_t)i;
     int64_t hole;
     if (i < k) {
       hole = i; /* sift up */
-      while (hole > 0 && z_before(z, heap[(hole - 1) / 2], token)) {
+      while (hole > 0 && value_before(value, heap[(hole - 1) / 2], token)) {
         heap[hole] = heap[(hole - 1) / 2];
         hole = (hole - 1) / 2;
       }
     } else {
-      if (!z_before(z, token, heap[0])) continue;
+      if (!value_before(value, token, heap[0])) continue;
       hole = 0; /* replace the root, sift down */
       for (;;) {
         int64_t child = 2 * hole + 1;
         if (child >= k) break;
-        if (child + 1 < k && z_before(z, heap[child], heap[child + 1])) child++;
-        if (!z_before(z, token, heap[child])) break;
+        if (child + 1 < k && value_before(value, heap[child], heap[child + 1])) child++;
+        if (!value_before(value, token, heap[child])) break;
         heap[hole] = heap[child];
         hole = child;
       }
@@ -166,8 +166,8 @@ static int octave_of(double e) {
 
 /* Sorts (key, position) pairs by key ascending, equal keys keeping their
  * order: LSD radix sort on bytes, skipping bytes that are all equal. */
-static void radix_sort(uint64_t *keys, int32_t *positions, uint64_t *key_tmp,
-                       int32_t *position_tmp, int64_t n) {
+static void radix_sort(uint64_t *keys, int32_t *positions, uint64_t *key_tmp, int32_t *position_tmp,
+                       int64_t n) {
   for (int shift = 0; shift < 64; shift += 8) {
     int64_t count[257] = {0};
     for (int64_t i = 0; i < n; i++) count[((keys[i] >> shift) & 0xff) + 1]++;
@@ -185,8 +185,8 @@ static void radix_sort(uint64_t *keys, int32_t *positions, uint64_t *key_tmp,
 
 /* Per-thread scratch for rows of V logits. */
 typedef struct sample_scratch {
-  double *z;           /* [V] temperature-scaled logits */
-  double *e;           /* [V] per candidate: exp(z - m) */
+  double *logits;      /* [V] the row in double, NaN as -inf */
+  double *e;           /* [V] per candidate: z, then exp(z - m) */
   int32_t *ids;        /* [V] top-k candidate ids, ascending */
   unsigned char *kept; /* [V] per candidate */
   uint64_t *keys, *key_tmp;
@@ -245,25 +245,24 @@ static int32_t sample_row(const sample_job *job, const sample_scratch *s, int64_
   const char *logits = cpu_row(&job->logits, row);
   int64_t vocab = job->logits.cols;
 
-  /* 1. temperature */
-  double temperature = job->temperature;
+  /* 1-2. The logits in double; z = l / temperature has the same order (for
+   * temperature > 0 distinct floats stay distinct), so top-k runs on l and
+   * only the candidates are divided. */
   float block[CPU_BLOCK];
   for (int64_t col = 0; col < vocab; col += CPU_BLOCK) {
     int64_t n = vocab - col < CPU_BLOCK ? vocab - col : CPU_BLOCK;
     const float *l = cpu_in_f32(dtype, cpu_at(logits, dtype, col), block, n);
-    for (int64_t i = 0; i < n; i++)
-      s->z[col + i] = isnan(l[i]) ? -INFINITY : (double)l[i] / temperature;
+    for (int64_t i = 0; i < n; i++) s->logits[col + i] = isnan(l[i]) ? -INFINITY : (double)l[i];
   }
-
-  /* 2. top-k: candidate c is token ids[c], or token c when all are in */
-  int64_t count = vocab;
+  int64_t count = vocab; /* candidate c is token ids[c], or token c when all are in */
   const int32_t *ids = NULL;
   if (job->top_k > 0 && job->top_k < vocab) {
     count = job->top_k;
-    select_top_k(s->z, vocab, job->top_k, s->ids);
+    select_top_k(s->logits, vocab, job->top_k, s->ids);
     ids = s->ids;
   }
-  for (int64_t c = 0; c < count; c++) s->e[c] = s->z[ids ? ids[c] : c];
+  double temperature = job->temperature;
+  for (int64_t c = 0; c < count; c++) s->e[c] = s->logits[ids ? ids[c] : c] / temperature;
 
   /* 3. weights */
   double m = -INFINITY;
@@ -307,7 +306,7 @@ static void sample_range(void *ctx, int64_t begin, int64_t end) {
   sample_job *job = ctx;
   size_t vocab = (size_t)job->logits.cols;
   sample_scratch s = {
-      .z = malloc(vocab * sizeof(double)),
+      .logits = malloc(vocab * sizeof(double)),
       .e = malloc(vocab * sizeof(double)),
       .ids = malloc(vocab * sizeof(int32_t)),
       .kept = malloc(vocab),
@@ -316,7 +315,7 @@ static void sample_range(void *ctx, int64_t begin, int64_t end) {
       .order = malloc(vocab * sizeof(int32_t)),
       .order_tmp = malloc(vocab * sizeof(int32_t)),
   };
-  if (s.z && s.e && s.ids && s.kept && s.keys && s.key_tmp && s.order && s.order_tmp) {
+  if (s.logits && s.e && s.ids && s.kept && s.keys && s.key_tmp && s.order && s.order_tmp) {
     for (int64_t row = begin; row < end; row++) {
       int32_t token = sample_row(job, &s, row);
       *(int32_t *)(void *)cpu_flat(&job->out, row) = token;
@@ -324,7 +323,7 @@ static void sample_range(void *ctx, int64_t begin, int64_t end) {
   } else {
     __atomic_store_n(&job->out_of_memory, 1, __ATOMIC_RELAXED);
   }
-  free(s.z);
+  free(s.logits);
   free(s.e);
   free(s.ids);
   free(s.kept);

@@ -313,7 +313,8 @@ typedef struct gllmk_add_gelu_args {
   int32_t kind; /* gllmk_gelu_kind */
 } gllmk_add_gelu_args;
 
-/* out = silu(gate) * up; gate and up may be column slices of one buffer. */
+/* out = silu(gate) * up; gate and up may be column slices of one buffer.
+ * In place allowed (out = gate or out = up). */
 typedef struct gllmk_swiglu_args {
   const gllmk_tensor *out, *gate, *up;
 } gllmk_swiglu_args;

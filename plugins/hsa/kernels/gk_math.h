@@ -97,14 +97,15 @@ GK_INLINE float gk_gelu_erf(float x) {
   return 0.5f * x * gk_one_plus_erf(x * 0.707106781186547524f);
 }
 
-/* 0.5 x (1 + tanh(u)) = x sigmoid(2u): no cancellation where tanh(u) is
- * near -1 (x very negative). */
+/* 0.5 x (1 + tanh(u)) = x sigmoid(2u) = x / (1 + e^(-2u)): no cancellation
+ * where tanh(u) is near -1 (x very negative), and dividing x directly keeps
+ * sigmoid's tiny value out of the subnormal range, where it loses bits. */
 GK_INLINE float gk_gelu_tanh(float x) {
   const float k2 = 1.59576912160573071f; /* 2 sqrt(2/pi) */
-  return x * gk_sigmoid(k2 * gk_fma(0.044715f * x, x * x, x));
+  return x / (1.0f + gk_exp(-k2 * gk_fma(0.044715f * x, x * x, x)));
 }
 
-GK_INLINE float gk_silu(float x) { return x * gk_sigmoid(x); }
+GK_INLINE float gk_silu(float x) { return x / (1.0f + gk_exp(-x)); }
 
 /* ---------------------------------------------------------- rope angles */
 
