@@ -15,7 +15,9 @@
 # Check unit-test library, and no network. Where Check is missing, the script
 # unpacks Debian's packages from .devdeps/ (make them on a Debian machine,
 # once: mkdir .devdeps && cd .devdeps && apt-get download check libsubunit0
-# libsubunit-dev) into a private prefix; nothing is installed system-wide.
+# libsubunit-dev libvulkan-dev) into a private prefix; nothing is installed
+# system-wide. For the vulkan steps also carry .gl/ with Debian's libvulkan1
+# (the device README's recipe), which is unpacked into /.
 # Only the parts that need no other vendor's headers are built there: the
 # core, the cpu and cuda plugins, the tools and the tests.
 #
@@ -75,8 +77,29 @@ step "gllmk-bench --backend cuda" "$out/bench.txt" build/bin/gllmk-bench --backe
 step "torch_peer.py" "$out/torch_peer.txt" \
   env PYTHONUNBUFFERED=1 python3 tools/bench/torch_peer.py --json "$out/torch_peer.json" $quick
 
+# Vulkan on NVIDIA's driver. The GPU machines lack the Vulkan loader and
+# headers: bring libvulkan1 in .gl/ and libvulkan-dev in .devdeps/ (Debian
+# packages, see the header), and point the loader at NVIDIA's ICD file.
+for deb in .gl/libvulkan1_*.deb; do [ -e "$deb" ] && dpkg -x "$deb" / && ldconfig; done
+vulkan_prefix=/tmp/gllmk-devdeps
+for deb in .devdeps/libvulkan-dev_*.deb; do [ -e "$deb" ] && dpkg-deb -x "$deb" "$vulkan_prefix"; done
+nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+[ -e "$nvidia_icd" ] && export VK_DRIVER_FILES=$nvidia_icd
+step "build vulkan plugin" "$out/build-vulkan.log" \
+  make -j16 -o deps-check -o deps-build plugin-vulkan CFLAGS="-I$vulkan_prefix/usr/include"
+step "conformance (vulkan)" "$out/conformance-vulkan.log" \
+  env CK_RUN_CASE=vulkan build/tests/conformance --backend vulkan $quick
+# (the progress lines on stderr stay out of the JSON)
+bench_json='backend=$1; shift; build/bin/gllmk-bench --backend "$backend" --json "$@" 2>/dev/null'
+step "gllmk-bench --backend vulkan" "$out/bench-vulkan.json" sh -c "$bench_json" _ vulkan $quick
+step "gllmk-bench --backend cuda --json" "$out/bench-cuda.json" sh -c "$bench_json" _ cuda $quick
+step "vulkan / cuda per op" "$out/vulkan-vs-cuda.txt" \
+  python3 tools/bench/compare_backends.py "$out/bench-vulkan.json" "$out/bench-cuda.json"
+
 echo
-for log in conformance memcheck racecheck; do
+cat "$out/vulkan-vs-cuda.txt" 2>/dev/null
+echo
+for log in conformance conformance-vulkan memcheck racecheck; do
   grep -E '^[0-9]+%: Checks:|ERROR SUMMARY|RACECHECK SUMMARY' "$out/$log.log" | sed "s/^/$log: /"
 done
 echo
