@@ -23,6 +23,7 @@ struct map_job {
   int num_inputs;
   cpu_rows out, in[MAX_INPUTS];
   int64_t col_items; /* items per row */
+  int cheap;         /* memory-bound arithmetic: large outputs may stream */
   int stream;        /* write through an L1 block and stream_copy */
 };
 
@@ -65,11 +66,14 @@ static void map_range(void *ctx, int64_t begin, int64_t end) {
 
 static gllmk_status run_map(gllmk_plugin_device *device, map_job *job) {
   job->col_items = (job->out.cols + ITEM_COLS - 1) / ITEM_COLS;
-  /* In place, the output lines are in cache already: plain stores are best. */
+  /* Streaming stores pay off for cheap maps only: for the activations the
+   * extra pass through an L1 block costs more than it saves (measured). In
+   * place, the output lines are in cache already: plain stores are best. */
   int in_place = 0;
   for (int k = 0; k < job->num_inputs; k++) in_place |= job->in[k].data == job->out.data;
-  job->stream = !in_place && cpu_streams(job->out.rows * job->out.cols *
-                                         (int64_t)gllmk_plugin_dtype_size(job->out.dtype));
+  job->stream =
+      job->cheap && !in_place &&
+      cpu_streams(job->out.rows * job->out.cols * (int64_t)gllmk_plugin_dtype_size(job->out.dtype));
   int64_t item_cols = job->out.cols < ITEM_COLS ? job->out.cols : ITEM_COLS;
   int64_t grain = item_cols >= CPU_GRAIN_ELEMENTS ? 1 : CPU_GRAIN_ELEMENTS / item_cols;
   cpu_parallel_for(device, job->out.rows * job->col_items, grain, map_range, job);
@@ -123,18 +127,21 @@ static void swiglu_fn(const map_job *job, void *out, const void *const *in, int6
 gllmk_status cpu_add(gllmk_plugin_device *device, const gllmk_add_args *args) {
   const gllmk_tensor *inputs[] = {args->a, args->b};
   map_job job = map_job_for(add_fn, args->out, inputs, 2);
+  job.cheap = 1;
   return run_map(device, &job);
 }
 
 gllmk_status cpu_mul(gllmk_plugin_device *device, const gllmk_mul_args *args) {
   const gllmk_tensor *inputs[] = {args->a, args->b};
   map_job job = map_job_for(mul_fn, args->out, inputs, 2);
+  job.cheap = 1;
   return run_map(device, &job);
 }
 
 gllmk_status cpu_mul_add(gllmk_plugin_device *device, const gllmk_mul_add_args *args) {
   const gllmk_tensor *inputs[] = {args->a, args->b, args->c};
   map_job job = map_job_for(mul_add_fn, args->out, inputs, 3);
+  job.cheap = 1;
   return run_map(device, &job);
 }
 

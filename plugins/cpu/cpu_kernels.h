@@ -36,10 +36,11 @@ extern const cpu_convert_kernels cpu_convert_avx512;
 /* Math on n contiguous elements (any n >= 0) stored as `dtype` (F32, F16
  * or BF16): loaded to F32, computed in F32, rounded once when stored. Unless
  * noted, an output may be the very same array as an input (element i only
- * reads inputs at i) but must not overlap an input otherwise. Accuracy in
- * F32: about 2 ulp for exp, a few ulp for silu and gelu (erf form: 4e-7
- * relative over the whole range; tanh form: a few ulp, growing to 1e-5 for
- * x < -9 where gelu < 1e-28), 1e-9 absolute for the rope angles. */
+ * reads inputs at i) but must not overlap an input otherwise. Measured
+ * relative accuracy in F32 (vs float64): silu 3e-7, gelu erf form 5e-7
+ * over the whole range; gelu tanh form 1.2e-6 for |x| <= 4, growing in the
+ * left tail where e^(2u) magnifies the rounding of u (3.3e-6 at x = -6,
+ * 1.3e-5 at x = -10, where gelu is below 1e-30); rope angles 1e-9 absolute. */
 typedef struct cpu_vec_kernels {
   const char *name;
   void (*add)(int32_t dtype, void *out, const void *a, const void *b, int64_t n);

@@ -22,7 +22,7 @@ enum {
   GEMM_NC = 512,      /* columns of a task: the packed b slice is GEMM_KC x GEMM_NC */
   GEMM_MC_MAX = 960,  /* rows of a task at most (each task repacks its b slice) */
   GEMV_NK_ROWS = 64,  /* b rows per GEMV task (b as [N, K]) */
-  GEMV_KN_COLS = 1024 /* b columns per GEMV task at most (b as [K, N]) */
+  GEMV_KN_BYTES = 16384 /* of each b row per GEMV task at most (b as [K, N]) */
 };
 
 /* ------------------------------------------------------ portable kernels */
@@ -425,9 +425,12 @@ static void plan_gemm(matmul_job *job, int threads) {
 /* GEMV tasks: n_tiles chunks of n_block columns per batch (m_block unused). */
 static void plan_gemv(matmul_job *job, int threads) {
   if (job->b_kn) {
-    /* Wide chunks keep reads of each b row long; at least two per thread. */
-    int64_t cols = cpu_round_up((job->n + 2 * threads - 1) / (2 * threads), 16);
-    job->n_block = cols > GEMV_KN_COLS ? GEMV_KN_COLS : cols < 64 ? 64 : cols;
+    /* Each task reads a run of every b row: long runs stream much faster,
+     * so the columns split evenly into as few rounds of one task per
+     * thread as keep runs within GEMV_KN_BYTES. */
+    int64_t most = GEMV_KN_BYTES / (int64_t)job->esize;
+    int64_t rounds = (job->n + threads * most - 1) / (threads * most);
+    job->n_block = cpu_round_up((job->n + threads * rounds - 1) / (threads * rounds), 16);
   } else {
     job->n_block = GEMV_NK_ROWS;
   }

@@ -3,7 +3,8 @@
  *
  * Each op has a statistics pass over a row (sums in double) and a write
  * pass that reads the row again, from cache. Outputs larger than the
- * last-level cache are written with non-temporal stores; rows then go in
+ * last-level cache are written with non-temporal stores (except softmax's,
+ * whose exp costs more than the stores save); rows then go in
  * groups of about 64 KiB, all statistics first and then all writes, since
  * long phases of one kind suit streaming stores best. rmsnorm without
  * streaming overlaps the write of a row with the reading of the next.
@@ -34,6 +35,7 @@ struct norm_job {
   stats_fn stats;
   write_fn write;
   const cpu_rows *in; /* what write reads: x, or residual for add_rmsnorm */
+  int expensive;      /* compute-bound (softmax): never streams */
   int stream;         /* write out through L1 blocks and stream_copy */
 };
 
@@ -82,9 +84,11 @@ static gllmk_status run_norm(gllmk_plugin_device *device, const char *op, norm_j
     job->weight = cpu_f32_vector(weight->dtype, cpu_tensor_data(weight), job->x.cols, &weight_copy);
   if (bias) job->bias = cpu_f32_vector(bias->dtype, cpu_tensor_data(bias), job->x.cols, &bias_copy);
   if (!job->in) job->in = &job->x;
-  /* In place, the output lines are in cache already: plain stores are best. */
+  /* In place, the output lines are in cache already: plain stores are best.
+   * A compute-bound op gains nothing from streaming but pays its extra pass
+   * through an L1 block (measured). */
   job->stream =
-      job->out.data != job->x.data &&
+      !job->expensive && job->out.data != job->x.data &&
       cpu_streams(job->out.rows * job->out.cols * (int64_t)gllmk_plugin_dtype_size(job->out.dtype));
   gllmk_status status = GLLMK_OK;
   if ((weight && !job->weight) || (bias && !job->bias))
@@ -245,6 +249,7 @@ gllmk_status cpu_softmax(gllmk_plugin_device *device, const gllmk_softmax_args *
       .scale = args->scale,
       .stats = softmax_stats,
       .write = write_softmax,
+      .expensive = 1,
   };
   return run_norm(device, "gllmk_softmax", &job, NULL, NULL, norm_range);
 }

@@ -5,6 +5,8 @@
  * computed once per call in double; each thread computes the cos/sin table
  * of a token once (in double, then rounded to float) and uses it for all of
  * the token's heads. Angles stay accurate for positions far beyond 131072.
+ * Outputs use plain stores at every size: measured, non-temporal stores
+ * made rope slower (its rows are short, and attention reads them next).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -21,8 +23,6 @@ typedef struct rope_job {
   const int32_t *positions;
   int64_t position_stride;
   int32_t style;
-  int in_place;
-  int stream;             /* rows go through an L1 block and stream_copy */
   const double *inv_freq; /* [half] */
   int out_of_memory;      /* set by a thread that could not get its tables */
 } rope_job;
@@ -52,7 +52,6 @@ static void rope_range(void *ctx, int64_t begin, int64_t end) {
   }
   float *cos = table, *sin = table + job->half;
   size_t size = gllmk_plugin_dtype_size(job->dtype);
-  float block[CPU_BLOCK];
   int64_t table_token = -1;
   for (int64_t row = begin; row < end; row++) {
     int64_t token = row / job->heads, head = row % job->heads;
@@ -65,10 +64,8 @@ static void rope_range(void *ctx, int64_t begin, int64_t end) {
         job->x + (token * job->x_token_stride + head * job->x_head_stride) * (int64_t)size;
     char *dst =
         job->out + (token * job->out_token_stride + head * job->out_head_stride) * (int64_t)size;
-    rope_row(job, job->stream ? (char *)block : dst, src, cos, sin);
-    if (job->stream) cpu_convert->stream_copy(dst, block, (size_t)job->head_dim * size);
+    rope_row(job, dst, src, cos, sin);
   }
-  if (job->stream) cpu_convert->stream_fence();
   free(table);
 }
 
@@ -90,9 +87,9 @@ gllmk_status cpu_rope(gllmk_plugin_device *device, const gllmk_rope_args *args) 
       .position_stride = args->positions->strides[0],
       .style = args->style,
   };
-  job.in_place =
+  int in_place =
       job.x == job.out && x->strides[0] == out->strides[0] && x->strides[1] == out->strides[1];
-  if (job.half == 0 && job.in_place) return GLLMK_OK;
+  if (job.half == 0 && in_place) return GLLMK_OK;
 
   double *inv_freq = malloc((size_t)(job.half > 0 ? job.half : 1) * sizeof(double));
   if (!inv_freq) return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_rope: out of host memory");
@@ -101,9 +98,6 @@ gllmk_status cpu_rope(gllmk_plugin_device *device, const gllmk_rope_args *args) 
   job.inv_freq = inv_freq;
 
   int64_t rows = x->shape[0] * job.heads;
-  /* In place, the output lines are in cache already: plain stores are best. */
-  job.stream = !job.in_place && job.head_dim <= CPU_BLOCK &&
-               cpu_streams(rows * job.head_dim * (int64_t)gllmk_plugin_dtype_size(job.dtype));
   cpu_parallel_for(device, rows, cpu_row_grain(job.head_dim), rope_range, &job);
   free(inv_freq);
   if (job.out_of_memory)
