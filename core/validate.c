@@ -204,12 +204,14 @@ static gllmk_status operand(const op_call *c, const char *arg, const gllmk_tenso
   return like_out(c, arg, t, out);
 }
 
-/* Elementwise: out and inputs of one shape; in place on any input allowed. */
+/* Elementwise: the first input has out's shape, the others out's shape or a
+ * broadcast row; in place on any input allowed. */
 static gllmk_status elementwise(const op_call *c, const gllmk_tensor *out,
                                 const char *const *names, const gllmk_tensor *const *inputs,
                                 int count) {
   CORE_TRY(float_output(c, "out", out));
-  for (int i = 0; i < count; i++) CORE_TRY(operand(c, names[i], inputs[i], out));
+  CORE_TRY(like_out(c, names[0], inputs[0], out));
+  for (int i = 1; i < count; i++) CORE_TRY(operand(c, names[i], inputs[i], out));
   for (int i = 0; i < count; i++) CORE_TRY(no_overlap(c, "out", out, names[i], inputs[i], true));
   return GLLMK_OK;
 }
@@ -251,8 +253,6 @@ static gllmk_status validate_fill(const op_call *c, const gllmk_fill_args *a) {
 static gllmk_status validate_binary(const op_call *c, const gllmk_binary_args *a) {
   const char *const names[] = {"a", "b"};
   const gllmk_tensor *const inputs[] = {a->a, a->b};
-  CORE_TRY(float_tensor(c, "a", a->a));
-  CORE_TRY(same_shape(c, "a", a->a, "out", a->out ? a->out : a->a));
   return elementwise(c, a->out, names, inputs, 2);
 }
 static gllmk_status validate_add(const op_call *c, const gllmk_add_args *a) { return validate_binary(c, a); }
@@ -261,16 +261,12 @@ static gllmk_status validate_mul(const op_call *c, const gllmk_mul_args *a) { re
 static gllmk_status validate_mul_add(const op_call *c, const gllmk_mul_add_args *a) {
   const char *const names[] = {"a", "b", "c"};
   const gllmk_tensor *const inputs[] = {a->a, a->b, a->c};
-  CORE_TRY(float_tensor(c, "a", a->a));
-  CORE_TRY(same_shape(c, "a", a->a, "out", a->out ? a->out : a->a));
   return elementwise(c, a->out, names, inputs, 3);
 }
 
 static gllmk_status unary(const op_call *c, const gllmk_tensor *out, const gllmk_tensor *x) {
   const char *const names[] = {"x"};
   const gllmk_tensor *const inputs[] = {x};
-  CORE_TRY(float_tensor(c, "x", x));
-  CORE_TRY(same_shape(c, "x", x, "out", out ? out : x));
   return elementwise(c, out, names, inputs, 1);
 }
 

@@ -8,7 +8,6 @@
 
 #include "cpu_gemm.h"
 
-#define ALWAYS_INLINE inline __attribute__((always_inline))
 /* Small loops over vector registers carry "#pragma GCC unroll": fully
  * unrolled, their arrays of vectors live in registers (-O2 alone leaves them
  * in memory). */

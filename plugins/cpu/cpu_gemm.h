@@ -49,6 +49,46 @@ typedef void (*cpu_gemm_micro_fn)(int64_t kc, const float *a_panel, const float 
 typedef void (*cpu_gemv_fn)(int32_t dtype, int64_t m, int64_t k, const float *a, int64_t lda,
                             const void *b, int64_t ldb, int64_t n_count, float *out, int64_t ldo);
 
+/* For the SIMD files: inner loops that must see their constants. */
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* Instantiates a body for each dtype and row count, so that the inner loops
+ * see both as constants. */
+#define CPU_GEMV_DISPATCH(name, body)                                                              \
+  static ALWAYS_INLINE void name##_rows(int32_t dtype, int64_t m, int64_t k, const float *a,       \
+                                        int64_t lda, const void *b, int64_t ldb, int64_t n_count,  \
+                                        float *out, int64_t ldo) {                                 \
+    switch (m) {                                                                                   \
+      case 1:                                                                                      \
+        body(dtype, 1, k, a, lda, b, ldb, n_count, out, ldo);                                      \
+        break;                                                                                     \
+      case 2:                                                                                      \
+        body(dtype, 2, k, a, lda, b, ldb, n_count, out, ldo);                                      \
+        break;                                                                                     \
+      case 3:                                                                                      \
+        body(dtype, 3, k, a, lda, b, ldb, n_count, out, ldo);                                      \
+        break;                                                                                     \
+      default:                                                                                     \
+        body(dtype, 4, k, a, lda, b, ldb, n_count, out, ldo);                                      \
+        break;                                                                                     \
+    }                                                                                              \
+  }                                                                                                \
+  static void name(int32_t dtype, int64_t m, int64_t k, const float *a, int64_t lda,               \
+                   const void *b, int64_t ldb, int64_t n_count, float *out, int64_t ldo) {         \
+    switch (dtype) {                                                                               \
+      case GLLMK_F32:                                                                              \
+        name##_rows(GLLMK_F32, m, k, a, lda, b, ldb, n_count, out, ldo);                           \
+        break;                                                                                     \
+      case GLLMK_F16:                                                                              \
+        name##_rows(GLLMK_F16, m, k, a, lda, b, ldb, n_count, out, ldo);                           \
+        break;                                                                                     \
+      default:                                                                                     \
+        name##_rows(GLLMK_BF16, m, k, a, lda, b, ldb, n_count, out, ldo);                          \
+        break;                                                                                     \
+    }                                                                                              \
+  }
+
+
 /* Packs `count` F32 rows transposed: dst[k * width + i] = rows[i][k] for
  * k < kc, i < count <= width; zero for count <= i < width. */
 typedef void (*cpu_gemm_pack_fn)(const float *const *rows, int64_t count, int64_t kc, int64_t width,

@@ -11,7 +11,6 @@
 
 #include "cpu_gemm.h"
 
-#define ALWAYS_INLINE inline __attribute__((always_inline))
 /* Small loops over vector registers carry "#pragma GCC unroll": fully
  * unrolled, their arrays of vectors live in registers (-O2 alone leaves them
  * in memory). */
@@ -212,44 +211,8 @@ static ALWAYS_INLINE void kn_body(int32_t dtype, int m, int64_t k, const float *
   for (; kk < k; kk++) kn_rows(dtype, m, 1, kk, a, lda, b, row_bytes, n_count, out, ldo);
 }
 
-/* Instantiates a body for each dtype and row count, so that the inner loops
- * see both as constants. */
-#define GEMV_DISPATCH(name, body)                                                                 \
-  static ALWAYS_INLINE void name##_rows(int32_t dtype, int64_t m, int64_t k, const float *a,      \
-                                        int64_t lda, const void *b, int64_t ldb, int64_t n_count, \
-                                        float *out, int64_t ldo) {                                \
-    switch (m) {                                                                                  \
-      case 1:                                                                                     \
-        body(dtype, 1, k, a, lda, b, ldb, n_count, out, ldo);                                     \
-        break;                                                                                    \
-      case 2:                                                                                     \
-        body(dtype, 2, k, a, lda, b, ldb, n_count, out, ldo);                                     \
-        break;                                                                                    \
-      case 3:                                                                                     \
-        body(dtype, 3, k, a, lda, b, ldb, n_count, out, ldo);                                     \
-        break;                                                                                    \
-      default:                                                                                    \
-        body(dtype, 4, k, a, lda, b, ldb, n_count, out, ldo);                                     \
-        break;                                                                                    \
-    }                                                                                             \
-  }                                                                                               \
-  static void name(int32_t dtype, int64_t m, int64_t k, const float *a, int64_t lda,              \
-                   const void *b, int64_t ldb, int64_t n_count, float *out, int64_t ldo) {        \
-    switch (dtype) {                                                                              \
-      case GLLMK_F32:                                                                             \
-        name##_rows(GLLMK_F32, m, k, a, lda, b, ldb, n_count, out, ldo);                          \
-        break;                                                                                    \
-      case GLLMK_F16:                                                                             \
-        name##_rows(GLLMK_F16, m, k, a, lda, b, ldb, n_count, out, ldo);                          \
-        break;                                                                                    \
-      default:                                                                                    \
-        name##_rows(GLLMK_BF16, m, k, a, lda, b, ldb, n_count, out, ldo);                         \
-        break;                                                                                    \
-    }                                                                                             \
-  }
-
-GEMV_DISPATCH(gemv_nk_avx512, nk_body)
-GEMV_DISPATCH(gemv_kn_avx512, kn_body)
+CPU_GEMV_DISPATCH(gemv_nk_avx512, nk_body)
+CPU_GEMV_DISPATCH(gemv_kn_avx512, kn_body)
 
 const cpu_gemm_isa cpu_gemm_isa_avx512 = {
     MR, NR, micro_12x32, pack_transposed_avx512, pack_rows_avx512, gemv_nk_avx512, gemv_kn_avx512,
