@@ -102,18 +102,26 @@ void ref_matmul(const ref_matmul_problem *p, const double *a, const double *b,
 }
 
 /* One query row against the keys it may see: out[d] and the log-sum-exp. */
+/* One query row. Returns its lse; *lse_cond gets the softmax-weighted
+ * scale*sum_d |q_d k_d|, the size a rounded dot product's error is relative
+ * to, so that a score that cancels to near zero is judged fairly. */
 static double attend_row(const ref_attention_problem *p, const double *qrow, const double *k,
                          const double *v, int64_t kv_head, int64_t visible, double *out,
-                         double *scores) {
+                         double *scores, double *magnitudes, double *lse_cond) {
   int64_t stride = p->hkv * p->d;
   for (int64_t d = 0; d < p->d; d++) out[d] = 0.0;
+  *lse_cond = 0.0;
   if (visible <= 0) return -INFINITY;
-  double max = -INFINITY, sum = 0.0;
+  double max = -INFINITY, sum = 0.0, cond = 0.0;
   for (int64_t j = 0; j < visible; j++) {
     const double *kr = k + j * stride + kv_head * p->d;
-    double s = 0.0;
-    for (int64_t d = 0; d < p->d; d++) s += qrow[d] * kr[d];
+    double s = 0.0, m = 0.0;
+    for (int64_t d = 0; d < p->d; d++) {
+      s += qrow[d] * kr[d];
+      m += fabs(qrow[d] * kr[d]);
+    }
     scores[j] = s * p->scale;
+    magnitudes[j] = m * p->scale;
     max = fmax(max, scores[j]);
   }
   for (int64_t j = 0; j < visible; j++) {
@@ -121,14 +129,18 @@ static double attend_row(const ref_attention_problem *p, const double *qrow, con
     const double *vr = v + j * stride + kv_head * p->d;
     for (int64_t d = 0; d < p->d; d++) out[d] += w * vr[d];
     sum += w;
+    cond += w * magnitudes[j];
   }
   for (int64_t d = 0; d < p->d; d++) out[d] /= sum;
+  *lse_cond = cond / sum;
   return max + log(sum);
 }
 
 void ref_attention(const ref_attention_problem *p, const double *q, const double *k,
-                   const double *v, const int32_t *kv_lens, double *out, double *lse) {
-  double *scores = malloc((size_t)(p->skv > 0 ? p->skv : 1) * sizeof *scores);
+                   const double *v, const int32_t *kv_lens, double *out, double *lse,
+                   double *lse_cond) {
+  size_t keys = (size_t)(p->skv > 0 ? p->skv : 1);
+  double *scores = malloc(2 * keys * sizeof *scores);
   if (scores == NULL) abort(); /* test code: no way to go on */
   int64_t group = p->hq / p->hkv;
   for (int64_t b = 0; b < p->batch; b++) {
@@ -141,9 +153,12 @@ void ref_attention(const ref_attention_problem *p, const double *q, const double
       if (visible > len) visible = len;
       for (int64_t h = 0; h < p->hq; h++) {
         int64_t row = (b * p->sq + i) * p->hq + h;
+        double cond;
         double l = attend_row(p, q + row * p->d, kb, vb, h / group, visible, out + row * p->d,
-                              scores);
-        if (lse) lse[(b * p->hq + h) * p->sq + i] = l;
+                              scores, scores + keys, &cond);
+        int64_t lse_index = (b * p->hq + h) * p->sq + i;
+        if (lse) lse[lse_index] = l;
+        if (lse_cond) lse_cond[lse_index] = cond;
       }
     }
   }

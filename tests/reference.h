@@ -47,9 +47,11 @@ typedef struct ref_attention_problem {
 } ref_attention_problem;
 /* q, out [batch, sq, hq, d]; k, v [batch, skv, hkv, d]; kv_lens [batch] or
  * NULL; lse [batch, hq, sq] or NULL. A query row that sees no key gets
- * out = 0 and lse = -inf. */
+ * out = 0 and lse = -inf. lse_cond (like lse, or NULL) gets the conditioning
+ * of each lse: the softmax-weighted scale * sum_d |q_d k_d| of its keys. */
 void ref_attention(const ref_attention_problem *p, const double *q, const double *k,
-                   const double *v, const int32_t *kv_lens, double *out, double *lse);
+                   const double *v, const int32_t *kv_lens, double *out, double *lse,
+                   double *lse_cond);
 
 typedef struct ref_sample_filter {
   double temperature, top_p, min_p;
