@@ -108,7 +108,7 @@ void cpu_select_kernels(void) {
   if (cpu_has.avx512f && cpu_has.avx512bw && cpu_has.avx512vl && cpu_has.avx2 && cpu_has.fma &&
       cpu_has.f16c) {
     cpu_convert = &cpu_convert_avx512;
-    cpu_vec = &cpu_vec_avx512;
+    cpu_vec = cpu_has.avx512bf16 ? &cpu_vec_avx512bf16 : &cpu_vec_avx512;
   } else if (cpu_has.avx2 && cpu_has.fma && cpu_has.f16c) {
     cpu_convert = &cpu_convert_avx2;
     cpu_vec = &cpu_vec_avx2;

@@ -162,6 +162,7 @@ static void cpu_describe(char *text, size_t text_size) {
   const char *isa = cpu_vec == &cpu_vec_portable ? "no SIMD extensions assumed"
 #if defined(__x86_64__)
                     : cpu_vec == &cpu_vec_avx512 ? "AVX-512 F/BW/VL, FMA, F16C"
+                    : cpu_vec == &cpu_vec_avx512bf16 ? "AVX-512 F/BW/VL/BF16, FMA, F16C"
 #endif
                                                  : "AVX2, FMA, F16C";
   snprintf(text, text_size,

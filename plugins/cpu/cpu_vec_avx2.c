@@ -13,6 +13,7 @@
 #define VEC_MIN(a, x) ((vf)_mm256_min_ps((__m256)(a), (__m256)(x)))
 #define VEC_MAX(a, x) ((vf)_mm256_max_ps((__m256)(a), (__m256)(x)))
 #define VEC_RCP_ESTIMATE(d) ((vf)_mm256_rcp_ps((__m256)(d)))
+#define VEC_RCP_ESTIMATE_BITS 12
 #define VEC_F16_TO_F32(h) ((vf)_mm256_cvtph_ps((__m128i)(h)))
 #define VEC_F32_TO_F16(v) \
   ((vh)_mm256_cvtps_ph((__m256)(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
