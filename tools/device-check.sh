@@ -7,9 +7,12 @@
 #      memcheck and racecheck;
 #   4. gllmk-bench --backend cuda;
 #   5. tools/bench/torch_peer.py: the same rows in PyTorch, and the issue's
-#      target shapes, ours vs PyTorch with the ratio per row.
-# Every log lands in $OUT (default build/device-check), eight files; a summary
-# is printed last. Exit status 0 only if every step passed.
+#      target shapes, ours vs PyTorch with the ratio per row;
+#   6. vulkan on NVIDIA's driver: the conformance suite, gllmk-bench, the
+#      vulkan / cuda ratio per op, and that the default context picks cuda
+#      while vulkan stays available (tools/check-selection.py).
+# Every log lands in $OUT (default build/device-check); a summary is printed
+# last. Exit status 0 only if every step passed.
 #
 # The GPU machines have gcc, make, the CUDA toolkit and PyTorch, but not the
 # Check unit-test library, and no network. Where Check is missing, the script
@@ -21,14 +24,27 @@
 # Only the parts that need no other vendor's headers are built there: the
 # core, the cpu and cuda plugins, the tools and the tests.
 #
-# usage: tools/device-check.sh [--quick]   (--quick: quick sizes everywhere)
+# usage: tools/device-check.sh [--quick] [cuda] [vulkan]
+#   --quick  quick sizes everywhere
+#   cuda     only steps 1-5;  vulkan  only the build and the vulkan steps
+#   (both, the default, may outlast a 10-minute device call: run the two
+#   parts as two calls, the build is kept between them)
 # STEP_TIMEOUT (seconds, default 1800) bounds each step.
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-build/device-check}
 mkdir -p "$out"
 quick=""
-[ "${1:-}" = "--quick" ] && quick="--quick"
+parts=""
+for arg in "$@"; do
+  case $arg in
+    --quick) quick="--quick" ;;
+    cuda | vulkan) parts="$parts $arg" ;;
+    *) echo "usage: $0 [--quick] [cuda] [vulkan]" >&2; exit 2 ;;
+  esac
+done
+[ -z "$parts" ] && parts=" cuda vulkan"
+wants() { case "$parts " in *" $1 "*) return 0 ;; esac; return 1; }
 summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
 status=0
@@ -60,46 +76,56 @@ fi
 step "build" "$out/build.log" make -k -j16 -o deps-check -o deps-build core plugin-cpu plugin-cuda tools test-programs
 step "nvidia-smi, gllmk-info" "$out/gllmk-info.txt" sh -c 'nvidia-smi && build/bin/gllmk-info'
 
-# Only the cuda test case of the suite (Check selects it by name), in one
-# process: the suite's main() initialises CUDA while listing the backends,
-# and CUDA cannot be used in a process forked after that (Check forks each
-# test by default).
-export CK_RUN_CASE=cuda CK_FORK=no
-step "conformance (cuda)" "$out/conformance.log" build/tests/conformance $quick
-step "conformance under memcheck" "$out/memcheck.log" \
-  compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 build/tests/conformance --quick
-step "conformance under racecheck" "$out/racecheck.log" \
-  compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 --print-limit 20 \
-  build/tests/conformance --quick
-unset CK_RUN_CASE CK_FORK
+if wants cuda; then
 
-step "gllmk-bench --backend cuda" "$out/bench.txt" build/bin/gllmk-bench --backend cuda $quick
-step "torch_peer.py" "$out/torch_peer.txt" \
-  env PYTHONUNBUFFERED=1 python3 tools/bench/torch_peer.py --json "$out/torch_peer.json" $quick
+  # Only the cuda test case of the suite (Check selects it by name), in one
+  # process: the suite's main() initialises CUDA while listing the backends,
+  # and CUDA cannot be used in a process forked after that (Check forks each
+  # test by default).
+  export CK_RUN_CASE=cuda CK_FORK=no
+  step "conformance (cuda)" "$out/conformance.log" build/tests/conformance $quick
+  step "conformance under memcheck" "$out/memcheck.log" \
+    compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 build/tests/conformance --quick
+  step "conformance under racecheck" "$out/racecheck.log" \
+    compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 --print-limit 20 \
+    build/tests/conformance --quick
+  unset CK_RUN_CASE CK_FORK
 
-# Vulkan on NVIDIA's driver. The GPU machines lack the Vulkan loader and
-# headers: bring libvulkan1 in .gl/ and libvulkan-dev in .devdeps/ (Debian
-# packages, see the header), and point the loader at NVIDIA's ICD file.
-for deb in .gl/libvulkan1_*.deb; do [ -e "$deb" ] && dpkg -x "$deb" / && ldconfig; done
-vulkan_prefix=/tmp/gllmk-devdeps
-for deb in .devdeps/libvulkan-dev_*.deb; do [ -e "$deb" ] && dpkg-deb -x "$deb" "$vulkan_prefix"; done
-nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-[ -e "$nvidia_icd" ] && export VK_DRIVER_FILES=$nvidia_icd
-step "build vulkan plugin" "$out/build-vulkan.log" \
-  make -j16 -o deps-check -o deps-build plugin-vulkan CFLAGS="-I$vulkan_prefix/usr/include"
-step "conformance (vulkan)" "$out/conformance-vulkan.log" \
-  env CK_RUN_CASE=vulkan build/tests/conformance --backend vulkan $quick
-# (the progress lines on stderr stay out of the JSON)
-bench_json='backend=$1; shift; build/bin/gllmk-bench --backend "$backend" --json "$@" 2>/dev/null'
-step "gllmk-bench --backend vulkan" "$out/bench-vulkan.json" sh -c "$bench_json" _ vulkan $quick
-step "gllmk-bench --backend cuda --json" "$out/bench-cuda.json" sh -c "$bench_json" _ cuda $quick
-step "vulkan / cuda per op" "$out/vulkan-vs-cuda.txt" \
-  python3 tools/bench/compare_backends.py "$out/bench-vulkan.json" "$out/bench-cuda.json"
+  step "gllmk-bench --backend cuda" "$out/bench.txt" build/bin/gllmk-bench --backend cuda $quick
+  step "torch_peer.py" "$out/torch_peer.txt" \
+    env PYTHONUNBUFFERED=1 python3 tools/bench/torch_peer.py --json "$out/torch_peer.json" $quick
+fi
+
+if wants vulkan; then
+  # Vulkan on NVIDIA's driver. The GPU machines lack the Vulkan loader and
+  # headers: bring libvulkan1 in .gl/ and libvulkan-dev in .devdeps/ (Debian
+  # packages, see the header), and point the loader at NVIDIA's ICD file.
+  for deb in .gl/libvulkan1_*.deb; do [ -e "$deb" ] && dpkg -x "$deb" / && ldconfig; done
+  vulkan_prefix=/tmp/gllmk-devdeps
+  for deb in .devdeps/libvulkan-dev_*.deb; do [ -e "$deb" ] && dpkg-deb -x "$deb" "$vulkan_prefix"; done
+  nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  [ -e "$nvidia_icd" ] && export VK_DRIVER_FILES=$nvidia_icd
+  step "build vulkan plugin" "$out/build-vulkan.log" \
+    make -j16 -o deps-check -o deps-build plugin-vulkan CFLAGS="-I$vulkan_prefix/usr/include"
+  step "conformance (vulkan)" "$out/conformance-vulkan.log" \
+    env CK_RUN_CASE=vulkan build/tests/conformance --backend vulkan $quick
+  # (the progress lines on stderr stay out of the JSON)
+  bench_json='backend=$1; shift; build/bin/gllmk-bench --backend "$backend" --json "$@" 2>/dev/null'
+  step "gllmk-bench --backend vulkan" "$out/bench-vulkan.json" sh -c "$bench_json" _ vulkan $quick
+  step "gllmk-bench --backend cuda --json" "$out/bench-cuda.json" sh -c "$bench_json" _ cuda $quick
+  step "vulkan / cuda per op" "$out/vulkan-vs-cuda.txt" \
+    python3 tools/bench/compare_backends.py "$out/bench-vulkan.json" "$out/bench-cuda.json"
+  # With both plugins usable, the default context must pick cuda and vulkan
+  # must stay available for a forced context (the conformance run above).
+  step "selection: cuda over vulkan" "$out/selection.txt" \
+    sh -c 'build/bin/gllmk-info --json | python3 tools/check-selection.py cuda vulkan'
+fi
 
 echo
 cat "$out/vulkan-vs-cuda.txt" 2>/dev/null
 echo
 for log in conformance conformance-vulkan memcheck racecheck; do
+  [ -e "$out/$log.log" ] || continue
   grep -E '^[0-9]+%: Checks:|ERROR SUMMARY|RACECHECK SUMMARY' "$out/$log.log" | sed "s/^/$log: /"
 done
 echo
