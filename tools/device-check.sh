@@ -20,7 +20,10 @@
 # once: mkdir .devdeps && cd .devdeps && apt-get download check libsubunit0
 # libsubunit-dev libvulkan-dev) into a private prefix; nothing is installed
 # system-wide. For the vulkan steps also carry .gl/ with Debian's libvulkan1
-# (the device README's recipe), which is unpacked into /.
+# and libglvnd packages (the device README's recipe), all unpacked into /:
+# NVIDIA's Vulkan driver is libGLX_nvidia.so.0, which needs libglvnd, and on
+# a fresh machine libvulkan1 alone left vkCreateInstance failing with
+# VK_ERROR_INCOMPATIBLE_DRIVER.
 # Only the parts that need no other vendor's headers are built there: the
 # core, the cpu and cuda plugins, the tools and the tests.
 #
@@ -98,9 +101,10 @@ fi
 
 if wants vulkan; then
   # Vulkan on NVIDIA's driver. The GPU machines lack the Vulkan loader and
-  # headers: bring libvulkan1 in .gl/ and libvulkan-dev in .devdeps/ (Debian
-  # packages, see the header), and point the loader at NVIDIA's ICD file.
-  for deb in .gl/libvulkan1_*.deb; do [ -e "$deb" ] && dpkg -x "$deb" / && ldconfig; done
+  # headers: bring libvulkan1 and libglvnd0 in .gl/ and libvulkan-dev in
+  # .devdeps/ (Debian packages, see the header), and point the loader at
+  # NVIDIA's ICD file.
+  for deb in .gl/*.deb; do [ -e "$deb" ] && dpkg -x "$deb" / && ldconfig; done
   vulkan_prefix=/tmp/gllmk-devdeps
   for deb in .devdeps/libvulkan-dev_*.deb; do [ -e "$deb" ] && dpkg-deb -x "$deb" "$vulkan_prefix"; done
   nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json

@@ -142,6 +142,5 @@ gllmk_status vk_call_run(vk_call *call, const void *push, uint32_t push_size, ui
                              push_size, push);
   dev->fn.vkCmdDispatch(frame->cmd, vk_clamp_groups(groups_x, max[0]),
                         vk_clamp_groups(groups_y, max[1]), vk_clamp_groups(groups_z, max[2]));
-  if (frame->commands >= VK_FRAME_SUBMIT_AFTER) return vk_submit(dev);
-  return GLLMK_OK;
+  return vk_command_recorded(dev, frame);
 }

@@ -9,8 +9,10 @@
  *
  * Ordering: every command is recorded into the current frame behind a full
  * compute/transfer memory barrier, so commands run in submission order like
- * a CUDA stream. A frame is submitted when it is full or when the host needs
- * results; the host waits on the timeline value of a frame before reusing it.
+ * a CUDA stream. A frame is submitted when it is full, when the device has
+ * run out of submitted work (so that it computes while the host records),
+ * or when the host needs results; the host waits on the timeline value of a
+ * frame before reusing it. Waits poll the timeline before blocking.
  */
 #ifndef GLLMK_VK_INTERNAL_H_
 #define GLLMK_VK_INTERNAL_H_
@@ -109,6 +111,8 @@ struct gllmk_plugin_memory {
 #define VK_FRAMES 3
 #define VK_FRAME_SETS 256           /* descriptor sets per frame */
 #define VK_FRAME_SUBMIT_AFTER 128   /* dispatches before a frame is submitted early */
+#define VK_IDLE_SUBMIT_MIN 4        /* dispatches worth a submit while the device idles */
+#define VK_POLL_SECONDS 0.02        /* a wait polls this long, then blocks */
 #define VK_ARENA_BYTES (8u << 20)   /* host-visible upload/readback space per frame */
 #define VK_BINDINGS 9               /* 8 tensors + the error word */
 #define VK_TENSOR_BINDINGS 8
@@ -166,6 +170,10 @@ gllmk_status vk_scratch_reserve(gllmk_plugin_device *dev, uint64_t size);
 gllmk_status vk_frame_get(gllmk_plugin_device *dev, vk_frame **out_frame);
 /* Records the barrier that orders the next command after all earlier ones. */
 void vk_cmd_order(gllmk_plugin_device *dev, vk_frame *frame);
+/* Called after recording a command into `frame`: submits the frame when it
+ * is full, or when it holds a few commands and the device has finished all
+ * submitted work. */
+gllmk_status vk_command_recorded(gllmk_plugin_device *dev, vk_frame *frame);
 /* Submits the frame being recorded, if any. */
 gllmk_status vk_submit(gllmk_plugin_device *dev);
 /* Submits and waits until the device has finished everything. */
@@ -226,6 +234,11 @@ static inline int64_t vk_numel(const gllmk_tensor *t) {
   for (int32_t i = 0; i < t->ndim; i++) n *= t->shape[i];
   return n;
 }
+
+/* Copies `size` bytes (a multiple of 16, both offsets 16-byte aligned from
+ * their binding start) between device buffers with copy.comp. */
+gllmk_status vk_copy_words(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t dst_offset,
+                           gllmk_plugin_memory *src, uint64_t src_offset, uint64_t size);
 
 /* ---------------------------------------------------------------- entries */
 

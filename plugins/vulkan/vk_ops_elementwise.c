@@ -34,10 +34,21 @@ static uint32_t vk_merge_dims(vk_call *call, const gllmk_tensor *t, uint32_t *sh
   return nd;
 }
 
+/* copy.comp's push constants and its VARIANT values. */
+typedef struct vk_copy_push {
+  uint32_t count, cols, out_offset, out_row_stride, src_offset, ndim, shape[8], stride[8];
+} vk_copy_push;
+
+enum { VK_COPY_STRIDED, VK_COPY_DENSE8 };
+
+/* Workgroups for copy.comp: one invocation per 8 elements when dense. */
+static uint64_t vk_copy_groups(const vk_copy_push *push, uint32_t variant) {
+  uint64_t items = variant == VK_COPY_DENSE8 ? push->count / 8 + push->count % 8 : push->count;
+  return vk_groups(items, VK_ELEMENTWISE_GROUP);
+}
+
 gllmk_status vk_copy(gllmk_plugin_device *dev, const gllmk_copy_args *args) {
-  struct {
-    uint32_t count, cols, out_offset, out_row_stride, src_offset, ndim, shape[8], stride[8];
-  } push;
+  vk_copy_push push;
   memset(&push, 0, sizeof push);
   vk_call call;
   vk_call_init(&call, dev, VK_KERNEL_copy, args->src->dtype, VK_ELEMENTWISE_GROUP);
@@ -49,7 +60,48 @@ gllmk_status vk_copy(gllmk_plugin_device *dev, const gllmk_copy_args *args) {
   push.out_offset = vk_call_tensor(&call, 0, args->out);
   push.src_offset = vk_call_tensor(&call, 1, args->src);
   push.ndim = vk_merge_dims(&call, args->src, push.shape, push.stride);
-  return vk_call_run(&call, &push, sizeof push, vk_groups(push.count, VK_ELEMENTWISE_GROUP), 1, 1);
+  int dense = (o.rows == 1 || push.out_row_stride == push.cols) && push.ndim == 1 &&
+              (push.stride[0] == 1 || push.count == 1);
+  if (dense && push.out_offset % 8 == 0 && push.src_offset % 8 == 0) {
+    call.key.variant = VK_COPY_DENSE8;
+    push.stride[0] = 1; /* a single element may have come with stride 0 */
+  }
+  return vk_call_run(&call, &push, sizeof push, vk_copy_groups(&push, call.key.variant), 1, 1);
+}
+
+gllmk_status vk_copy_words(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t dst_offset,
+                           gllmk_plugin_memory *src, uint64_t src_offset, uint64_t size) {
+  const VkPhysicalDeviceLimits *lim = &dev->phys->limits;
+  /* Each part is bound as one range, from its offset rounded down to the
+   * binding alignment, and copied as F16 elements (the bits unchanged). */
+  uint64_t part_max = lim->maxStorageBufferRange - lim->minStorageBufferOffsetAlignment;
+  if (part_max > UINT32_MAX) part_max = UINT32_MAX;
+  part_max &= ~(uint64_t)15;
+  while (size > 0) {
+    uint64_t part = size < part_max ? size : part_max;
+    vk_call call;
+    vk_call_init(&call, dev, VK_KERNEL_copy, GLLMK_F16, VK_ELEMENTWISE_GROUP);
+    call.key.variant = VK_COPY_DENSE8;
+    vk_call_memory(&call, 0, dst, dst_offset, part);
+    vk_call_memory(&call, 1, src, src_offset, part);
+    vk_copy_push push;
+    memset(&push, 0, sizeof push);
+    push.count = (uint32_t)(part / 2);
+    push.cols = push.count;
+    push.out_row_stride = push.count;
+    push.out_offset = (uint32_t)((dst_offset - call.bindings[0].offset) / 2);
+    push.src_offset = (uint32_t)((src_offset - call.bindings[1].offset) / 2);
+    push.ndim = 1;
+    push.shape[0] = push.count;
+    push.stride[0] = 1;
+    gllmk_status s =
+        vk_call_run(&call, &push, sizeof push, vk_copy_groups(&push, call.key.variant), 1, 1);
+    if (s != GLLMK_OK) return s;
+    dst_offset += part;
+    src_offset += part;
+    size -= part;
+  }
+  return GLLMK_OK;
 }
 
 /* ------------------------------------------------------------------ fill */
@@ -160,7 +212,19 @@ static gllmk_status vk_elementwise(gllmk_plugin_device *dev, uint32_t op, const 
   push.dense = o.rows == 1 || (push.out_row_stride == push.cols && push.a_row_stride == push.cols &&
                               (!b || push.b_row_stride == push.cols) &&
                               (!c || push.c_row_stride == push.cols));
-  return vk_call_run(&call, &push, sizeof push, vk_groups(push.count, VK_ELEMENTWISE_GROUP), 1, 1);
+  /* 8 elements per invocation where every operand's vectors are whole: all
+   * dense (taken as one row), or rows of whole vectors. */
+  uint32_t multiples = push.out_offset | push.a_offset | push.b_offset | push.c_offset;
+  if (!push.dense)
+    multiples |= push.cols | push.out_row_stride | push.a_row_stride | push.b_row_stride |
+                 push.c_row_stride;
+  uint64_t items = push.count;
+  if (multiples % 8 == 0) {
+    call.key.extra[0] = 1;
+    if (push.dense) push.cols = push.count; /* one row */
+    items = push.count / 8 + push.cols % 8;
+  }
+  return vk_call_run(&call, &push, sizeof push, vk_groups(items, VK_ELEMENTWISE_GROUP), 1, 1);
 }
 
 gllmk_status vk_add(gllmk_plugin_device *dev, const gllmk_add_args *args) {

@@ -25,6 +25,11 @@ gllmk_status vk_embedding(gllmk_plugin_device *dev, const gllmk_embedding_args *
   push.ids_offset = vk_call_tensor(&call, 2, args->ids);
   push.ids_cols = (uint32_t)ids.cols;
   push.ids_row_stride = vk_call_u32(&call, ids.row_stride, "a row stride");
+  if ((push.dim | push.out_offset | push.out_row_stride | push.table_offset |
+       push.table_row_stride) % 8 == 0) { /* steps of 8 elements */
+    call.key.extra[0] = 1;
+    push.count /= 8;
+  }
   return vk_call_run(&call, &push, sizeof push, vk_groups(push.count, VK_INDEX_GROUP), 1, 1);
 }
 
@@ -52,6 +57,11 @@ gllmk_status vk_kv_append(gllmk_plugin_device *dev, const gllmk_kv_append_args *
   push.v_offset = vk_call_tensor(&call, 3, args->v);
   push.v_row_stride = vk_call_u32(&call, v.row_stride, "a row stride");
   push.slots_offset = vk_call_tensor(&call, 4, args->slots);
+  if ((push.dim | push.kc_offset | push.kc_row_stride | push.vc_offset | push.vc_row_stride |
+       push.k_offset | push.k_row_stride | push.v_offset | push.v_row_stride) % 8 == 0) {
+    call.key.extra[0] = 1; /* steps of 8 elements */
+    push.count /= 8;
+  }
   return vk_call_run(&call, &push, sizeof push, vk_groups(push.count, VK_INDEX_GROUP), 1, 1);
 }
 

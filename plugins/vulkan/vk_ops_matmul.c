@@ -77,7 +77,9 @@ static gllmk_status vk_matmul_gemv(gllmk_plugin_device *dev, const gllmk_matmul_
   int nk = args->b_layout == GLLMK_B_NK;
   call.key.variant = nk ? 0 : 1;
   vk_matmul_push p = vk_matmul_bind(&call, args);
-  const uint32_t spec[VK_MAX_SPEC_EXTRA] = {p.M, VK_GEMV_RN, VK_GEMV_KSPLIT};
+  uint32_t vectors = nk && (p.K | p.lda | p.ldb | p.a_offset | p.b_offset | p.a_batch_stride |
+                            p.b_batch_stride) % 8 == 0;
+  const uint32_t spec[VK_MAX_SPEC_EXTRA] = {p.M, VK_GEMV_RN, VK_GEMV_KSPLIT, vectors};
   memcpy(call.key.extra, spec, sizeof spec);
   uint64_t per_group = nk ? VK_GEMV_RN : VK_GEMV_GROUP / VK_GEMV_KSPLIT;
   return vk_call_run(&call, &p, sizeof p, vk_groups(p.N, per_group), 1, p.batch);
@@ -130,6 +132,7 @@ static gllmk_status vk_pack(gllmk_plugin_device *dev, const gllmk_tensor *t, int
   p.src_batch_stride = pk->count > 1 ? vk_call_u32(&call, vk_batch_stride(t), "a batch stride") : 0;
   p.dst_batch_stride = vk_call_u32(&call, (int64_t)(pk->rows_p * k_p), "a packed matrix");
   p.scale_batch_stride = (uint32_t)pk->rows_p;
+  call.key.extra[0] = !transposed && (p.k | p.src_ld | p.src_offset | p.src_batch_stride) % 8 == 0;
   uint64_t groups = transposed ? pk->rows_p / 32 : pk->rows_p;
   return vk_call_run(&call, &p, sizeof p, groups, 1, pk->count);
 }

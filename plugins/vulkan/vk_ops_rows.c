@@ -7,6 +7,11 @@
 #include "vk_internal.h"
 
 #define VK_ROW_GROUP 256
+/* Softmax rows are long (a vocabulary) and few (one per sequence): a larger
+ * workgroup keeps more of each row's reads in flight. */
+#define VK_SOFTMAX_GROUP 512
+/* rope.comp's HEADS: heads an invocation turns with the same rotations. */
+#define VK_ROPE_HEADS 4
 
 /* VARIANT values of norm.comp. */
 enum { VK_NORM_RMS, VK_NORM_ADD_RMS, VK_NORM_LAYER, VK_NORM_LAYER_BIAS, VK_NORM_SOFTMAX };
@@ -22,8 +27,11 @@ static gllmk_status vk_norm(gllmk_plugin_device *dev, uint32_t op, const gllmk_t
                             const gllmk_tensor *x, const gllmk_tensor *weight,
                             const gllmk_tensor *bias, const gllmk_tensor *residual, float eps,
                             float scale) {
+  uint32_t group = VK_ROW_GROUP;
+  if (op == VK_NORM_SOFTMAX && dev->phys->limits.maxComputeWorkGroupInvocations >= VK_SOFTMAX_GROUP)
+    group = VK_SOFTMAX_GROUP;
   vk_call call;
-  vk_call_init(&call, dev, VK_KERNEL_norm, out->dtype, VK_ROW_GROUP);
+  vk_call_init(&call, dev, VK_KERNEL_norm, out->dtype, group);
   call.key.variant = op;
   gllmk_plugin_rows o = gllmk_plugin_as_rows(out), xr = gllmk_plugin_as_rows(x);
   vk_norm_push push;
@@ -43,6 +51,10 @@ static gllmk_status vk_norm(gllmk_plugin_device *dev, uint32_t op, const gllmk_t
   }
   push.eps = eps;
   push.scale = scale;
+  /* 8 elements per step where every row is whole vectors. */
+  uint32_t strides = o.rows > 1 ? push.out_row_stride | push.x_row_stride | push.res_row_stride : 0;
+  call.key.extra[0] = (push.cols | push.out_offset | push.x_offset | push.w_offset |
+                       push.bias_offset | push.res_offset | strides) % 8 == 0;
   return vk_call_run(&call, &push, sizeof push, push.rows, 1, 1);
 }
 
@@ -104,5 +116,17 @@ gllmk_status vk_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
   push.pos_offset = vk_call_tensor(&call, 2, args->positions);
   push.pos_stride = vk_call_stride(&call, args->positions, 0);
   vk_call_arena(&call, 3, table_at, table_bytes);
+  /* Steps of 8 pairs (or copied elements) through VK_ROPE_HEADS heads. */
+  uint32_t multiples = push.out_offset | push.out_token_stride | push.out_head_stride |
+                       push.x_offset | push.x_token_stride | push.x_head_stride;
+  uint32_t copied = (uint32_t)out->shape[2] - push.rotary_dim;
+  if (pairs % 8 == 0 && (copied | multiples) % 8 == 0) {
+    call.key.extra[0] = 1;
+    push.units_per_row = pairs / 8 + copied / 8;
+    push.count = vk_call_u32(&call,
+                             out->shape[0] * (int64_t)vk_groups(push.heads, VK_ROPE_HEADS) *
+                                 push.units_per_row,
+                             "the element count");
+  }
   return vk_call_run(&call, &push, sizeof push, vk_groups(push.count, VK_ROW_GROUP), 1, 1);
 }

@@ -105,11 +105,71 @@ uint f32_to_half_bits(float v, uint dt) {
   return dt == DT_BF16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
 }
 
+/* Eight values from the eight F16/BF16 halves of a 16-byte word, in
+ * memory order (little endian: the low half first). */
+void halves_to_f32(uvec4 w, uint dt, out float v[8]) {
+  [[unroll]] for (uint k = 0u; k < 4u; k++) {
+    if (dt == DT_BF16) {
+      v[2u * k] = uintBitsToFloat(w[k] << 16);
+      v[2u * k + 1u] = uintBitsToFloat(w[k] & 0xffff0000u);
+    } else {
+      vec2 h = unpackHalf2x16(w[k]);
+      v[2u * k] = h.x;
+      v[2u * k + 1u] = h.y;
+    }
+  }
+}
+
+uvec4 f32_to_halves(float v[8], uint dt) {
+  uvec4 w;
+  [[unroll]] for (uint k = 0u; k < 4u; k++)
+    w[k] = f32_to_half_bits(v[2u * k], dt) | (f32_to_half_bits(v[2u * k + 1u], dt) << 16);
+  return w;
+}
+
+/* The value as the storage type holds it (what a store then a load gives). */
+float round_to_dtype(float v, uint dt) {
+  if (dt == DT_F32) return v;
+  return half_bits_to_f32(f32_to_half_bits(v, dt), dt);
+}
+
 /* ------------------------------------------------------------- tensors
  *
- * FLOAT_IN(name, binding, dtype)  declares name_load(i)
- * FLOAT_OUT(name, binding, dtype) declares name_load(i) and name_store(i, v)
- * Indices are in elements from the start of the binding. */
+ * FLOAT_IN(name, binding, dtype)  declares name_load(i) and name_load8(i, v)
+ * FLOAT_OUT(name, binding, dtype) adds name_store(i, v) and name_store8(i, v)
+ * Indices are in elements from the start of the binding.
+ *
+ * name_load8 and name_store8 move 8 consecutive elements from an index that
+ * is a multiple of 8 as whole 16-byte words (two uvec4 for F32, one for
+ * F16/BF16), the same in both forms: the wide accesses that bandwidth-bound
+ * kernels need. name_v[] is that uvec4 view of the binding. */
+
+#define VEC8_LOAD(NAME, DT)                                                           \
+  void NAME##_load8(uint i, out float v[8]) {                                         \
+    if (DT == DT_F32) {                                                               \
+      vec4 lo = uintBitsToFloat(NAME##_v[i / 4u]);                                    \
+      vec4 hi = uintBitsToFloat(NAME##_v[i / 4u + 1u]);                               \
+      v = float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);                  \
+    } else {                                                                          \
+      halves_to_f32(NAME##_v[i / 8u], DT, v);                                         \
+    }                                                                                 \
+  }
+
+#define VEC8_IN(NAME, BINDING, DT)                                                    \
+  layout(std430, binding = BINDING) readonly buffer NAME##_bv { uvec4 NAME##_v[]; };  \
+  VEC8_LOAD(NAME, DT)
+
+#define VEC8_OUT(NAME, BINDING, DT)                                                   \
+  layout(std430, binding = BINDING) buffer NAME##_bv { uvec4 NAME##_v[]; };           \
+  VEC8_LOAD(NAME, DT)                                                                 \
+  void NAME##_store8(uint i, float v[8]) {                                            \
+    if (DT == DT_F32) {                                                               \
+      NAME##_v[i / 4u] = floatBitsToUint(vec4(v[0], v[1], v[2], v[3]));              \
+      NAME##_v[i / 4u + 1u] = floatBitsToUint(vec4(v[4], v[5], v[6], v[7]));         \
+    } else {                                                                          \
+      NAME##_v[i / 8u] = f32_to_halves(v, DT);                                        \
+    }                                                                                 \
+  }
 
 #if STORAGE16
 
@@ -119,7 +179,8 @@ uint f32_to_half_bits(float v, uint dt) {
   float NAME##_load(uint i) {                                                         \
     if (DT == DT_F32) return NAME##_f32[i];                                           \
     return half_bits_to_f32(uint(NAME##_u16[i]), DT);                                 \
-  }
+  }                                                                                   \
+  VEC8_IN(NAME, BINDING, DT)
 
 #define FLOAT_OUT(NAME, BINDING, DT)                                                  \
   layout(std430, binding = BINDING) buffer NAME##_b32 { float NAME##_f32[]; };        \
@@ -133,7 +194,8 @@ uint f32_to_half_bits(float v, uint dt) {
       NAME##_f32[i] = v;                                                              \
     else                                                                              \
       NAME##_u16[i] = uint16_t(f32_to_half_bits(v, DT));                              \
-  }
+  }                                                                                   \
+  VEC8_OUT(NAME, BINDING, DT)
 
 /* Raw element bits, for copies that keep the dtype. */
 #define RAW_IN(NAME, BINDING)                                                         \
@@ -156,7 +218,8 @@ uint f32_to_half_bits(float v, uint dt) {
   float NAME##_load(uint i) {                                                         \
     if (DT == DT_F32) return NAME##_f32[i];                                           \
     return half_bits_to_f32(HALF_FROM_WORD(NAME##_u32[i >> 1], i), DT);               \
-  }
+  }                                                                                   \
+  VEC8_IN(NAME, BINDING, DT)
 
 /* Two invocations may write the two halves of one word: atomics keep both. */
 #define FLOAT_OUT(NAME, BINDING, DT)                                                  \
@@ -174,7 +237,8 @@ uint f32_to_half_bits(float v, uint dt) {
       atomicAnd(NAME##_u32[i >> 1], ~(0xffffu << shift));                             \
       atomicOr(NAME##_u32[i >> 1], f32_to_half_bits(v, DT) << shift);                 \
     }                                                                                 \
-  }
+  }                                                                                   \
+  VEC8_OUT(NAME, BINDING, DT)
 
 #define RAW_IN(NAME, BINDING)                                                         \
   layout(std430, binding = BINDING) readonly buffer NAME##_r32 { uint NAME##_w32[]; }; \
@@ -199,7 +263,7 @@ uint f32_to_half_bits(float v, uint dt) {
  * barriers) and every invocation gets the result. */
 
 #if SUBGROUPS
-shared float red_scratch[64];
+shared float red_scratch[gl_WorkGroupSize.x / 4u]; /* one per subgroup of at least 4 */
 
 float wg_sum(float v) {
   v = subgroupAdd(v);
@@ -270,5 +334,5 @@ float gelu_tanh(float x) {
   return x * sigmoid(2.0 * u);
 }
 
-/* Elements [0, n) split over the whole grid, one per invocation per step. */
+/* Invocations in the grid: the step of a loop over elements or vectors. */
 uint grid_threads() { return gl_NumWorkGroups.x * gl_WorkGroupSize.x; }

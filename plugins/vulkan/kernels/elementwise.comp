@@ -1,10 +1,17 @@
 #version 450
 /* Elementwise ops over rows: out = f(a, b, c). b and c may broadcast over
- * rows (row stride 0). VARIANT picks f. When every operand is dense
- * (dense != 0) the element index is used as is, without a division per
- * element. */
+ * rows (row stride 0). VARIANT picks f.
+ *
+ * VECTORS = 0: one element per step; when every operand is dense
+ * (dense != 0) the element index is used as is, without a division.
+ * VECTORS = 1: 8 elements per step through 16-byte words. The host asks for
+ * it when every offset and row stride is a multiple of 8 and either cols is
+ * too (rows of whole vectors) or all operands are dense, which it passes as
+ * one row of `count` elements whose last count % 8 go one by one. */
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+
+layout(constant_id = 4) const uint VECTORS = 0;
 
 const uint OP_ADD = 0u;
 const uint OP_MUL = 1u;
@@ -30,31 +37,61 @@ layout(push_constant) uniform Push {
   uint dense;
 } p;
 
-bool uses_b() { return VARIANT == OP_ADD || VARIANT == OP_MUL || VARIANT == OP_MUL_ADD ||
-                       VARIANT == OP_ADD_GELU_ERF || VARIANT == OP_ADD_GELU_TANH ||
-                       VARIANT == OP_SWIGLU; }
+const bool USES_B = VARIANT == OP_ADD || VARIANT == OP_MUL || VARIANT == OP_MUL_ADD ||
+                    VARIANT == OP_ADD_GELU_ERF || VARIANT == OP_ADD_GELU_TANH ||
+                    VARIANT == OP_SWIGLU;
+const bool USES_C = VARIANT == OP_MUL_ADD;
+
+float apply(float x, float y, float z) {
+  switch (VARIANT) {
+    case OP_ADD: return x + y;
+    case OP_MUL: return x * y;
+    case OP_MUL_ADD: return x * y + z;
+    case OP_SILU: return x * sigmoid(x);
+    case OP_GELU_ERF: return gelu_erf(x);
+    case OP_GELU_TANH: return gelu_tanh(x);
+    case OP_ADD_GELU_ERF: return gelu_erf(x + y);
+    case OP_ADD_GELU_TANH: return gelu_tanh(x + y);
+    default: return x * sigmoid(x) * y;
+  }
+}
+
+void element(uint row, uint col) {
+  float x = a_load(p.a_offset + row * p.a_row_stride + col);
+  float y = USES_B ? b_load(p.b_offset + row * p.b_row_stride + col) : 0.0;
+  float z = USES_C ? c_load(p.c_offset + row * p.c_row_stride + col) : 0.0;
+  dst_store(p.out_offset + row * p.out_row_stride + col, apply(x, y, z));
+}
+
+/* Elements col .. col + 7 of a row (col a multiple of 8). */
+void vector8(uint row, uint col) {
+  float x[8], y[8], z[8], r[8];
+  a_load8(p.a_offset + row * p.a_row_stride + col, x);
+  if (USES_B) b_load8(p.b_offset + row * p.b_row_stride + col, y);
+  if (USES_C) c_load8(p.c_offset + row * p.c_row_stride + col, z);
+  [[unroll]] for (uint k = 0u; k < 8u; k++)
+    r[k] = apply(x[k], USES_B ? y[k] : 0.0, USES_C ? z[k] : 0.0);
+  dst_store8(p.out_offset + row * p.out_row_stride + col, r);
+}
 
 void main() {
-  for (uint n = gl_GlobalInvocationID.x; n < p.count; n += grid_threads()) {
+  uint first = gl_GlobalInvocationID.x;
+  if (VECTORS != 0u) {
+    uint per_row = p.cols / 8u, units = (p.count / p.cols) * per_row;
+    for (uint u = first; u < units; u += grid_threads()) {
+      uint row = u / per_row;
+      vector8(row, 8u * (u - row * per_row));
+    }
+    /* A single row's last cols % 8 elements. */
+    for (uint col = 8u * per_row + first; col < p.cols; col += grid_threads()) element(0u, col);
+    return;
+  }
+  for (uint n = first; n < p.count; n += grid_threads()) {
     uint row = 0u, col = n;
     if (p.dense == 0u) {
       row = n / p.cols;
       col = n - row * p.cols;
     }
-    float x = a_load(p.a_offset + row * p.a_row_stride + col);
-    float y = uses_b() ? b_load(p.b_offset + row * p.b_row_stride + col) : 0.0;
-    float r;
-    switch (VARIANT) {
-      case OP_ADD: r = x + y; break;
-      case OP_MUL: r = x * y; break;
-      case OP_MUL_ADD: r = x * y + c_load(p.c_offset + row * p.c_row_stride + col); break;
-      case OP_SILU: r = x * sigmoid(x); break;
-      case OP_GELU_ERF: r = gelu_erf(x); break;
-      case OP_GELU_TANH: r = gelu_tanh(x); break;
-      case OP_ADD_GELU_ERF: r = gelu_erf(x + y); break;
-      case OP_ADD_GELU_TANH: r = gelu_tanh(x + y); break;
-      default: r = x * sigmoid(x) * y; break;
-    }
-    dst_store(p.out_offset + row * p.out_row_stride + col, r);
+    element(row, col);
   }
 }

@@ -5,13 +5,16 @@
  * dot products meet in a workgroup reduction.
  * VARIANT 1, b [K, N]: an invocation owns output n and a slice of K (reads of
  * b's rows coalesced over n); the KSPLIT slices meet in shared memory.
- * out = alpha * a op(b) + beta * out (+ bias), batched over gl_WorkGroupID.z. */
+ * out = alpha * a op(b) + beta * out (+ bias), batched over gl_WorkGroupID.z.
+ * VECTORS = 1 (VARIANT 0 with K, leading dims, offsets and batch strides
+ * multiples of 8): a and b read 8 elements at a time through 16-byte words. */
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(constant_id = 4) const uint MMAX = 4;   /* rows of a */
 layout(constant_id = 5) const uint RN = 4;     /* outputs n per workgroup (VARIANT 0) */
 layout(constant_id = 6) const uint KSPLIT = 4; /* slices of K (VARIANT 1) */
+layout(constant_id = 7) const uint VECTORS = 0;
 
 FLOAT_OUT(dst, 0, DTYPE)
 FLOAT_IN(a, 1, DTYPE)
@@ -45,7 +48,18 @@ void gemv_nk(uint bz) {
     float acc[RN][MMAX];
     [[unroll]] for (uint r = 0u; r < RN; r++)
       [[unroll]] for (uint m = 0u; m < MMAX; m++) acc[r][m] = 0.0;
-    for (uint k = t; k < p.K; k += gl_WorkGroupSize.x) {
+    for (uint k8 = 8u * t; VECTORS != 0u && k8 < p.K; k8 += 8u * gl_WorkGroupSize.x) {
+      float av[MMAX][8];
+      [[unroll]] for (uint m = 0u; m < MMAX; m++) a_load8(a_base + m * p.lda + k8, av[m]);
+      [[unroll]] for (uint r = 0u; r < RN; r++) {
+        if (n0 + r >= p.N) break;
+        float bv[8];
+        b_load8(b_base + (n0 + r) * p.ldb + k8, bv);
+        [[unroll]] for (uint m = 0u; m < MMAX; m++)
+          [[unroll]] for (uint k = 0u; k < 8u; k++) acc[r][m] = fma(av[m][k], bv[k], acc[r][m]);
+      }
+    }
+    for (uint k = t; VECTORS == 0u && k < p.K; k += gl_WorkGroupSize.x) {
       float av[MMAX];
       [[unroll]] for (uint m = 0u; m < MMAX; m++)
         av[m] = m < p.M ? a_load(a_base + m * p.lda + k) : 0.0;

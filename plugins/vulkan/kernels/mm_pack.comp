@@ -10,9 +10,13 @@
  *
  * VARIANT 0: src rows are the packed rows (a [M, K], b [N, K]); one
  * workgroup per row. VARIANT 1: src is [K, rows] (b [K, N]) and is
- * transposed through shared memory, TILE rows per workgroup. */
+ * transposed through shared memory, TILE rows per workgroup.
+ * VECTORS = 1 (VARIANT 0 with K, src_ld and the offsets multiples of 8):
+ * 8 elements per step through 16-byte words. */
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+
+layout(constant_id = 4) const uint VECTORS = 0;
 
 FLOAT_OUT(dst, 0, DT_F16)
 FLOAT_IN(src, 1, DTYPE)
@@ -34,6 +38,35 @@ int scale_exponent(float max_abs) {
   int e;
   frexp(max_abs, e);
   return e;
+}
+
+/* pack_rows with VECTORS = 1; k_p is a multiple of 8 too. */
+void pack_rows8(uint bz) {
+  uint src_base = p.src_offset + bz * p.src_batch_stride;
+  uint dst_base = p.dst_offset + bz * p.dst_batch_stride;
+  for (uint r = gl_WorkGroupID.x; r < p.rows_p; r += gl_NumWorkGroups.x) {
+    bool real = r < p.rows;
+    uint src_row = src_base + r * p.src_ld;
+    float m = 0.0;
+    for (uint c = 8u * gl_LocalInvocationIndex; DTYPE == DT_BF16 && real && c < p.k;
+         c += 8u * gl_WorkGroupSize.x) {
+      float v[8];
+      src_load8(src_row + c, v);
+      [[unroll]] for (uint k = 0u; k < 8u; k++) m = max(m, abs(v[k]));
+    }
+    m = wg_max(m);
+    int e = scale_exponent(m);
+    for (uint c = 8u * gl_LocalInvocationIndex; c < p.k_p; c += 8u * gl_WorkGroupSize.x) {
+      float v[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+      if (real && c < p.k) {
+        src_load8(src_row + c, v);
+        [[unroll]] for (uint k = 0u; k < 8u; k++) v[k] = ldexp(v[k], -e);
+      }
+      dst_store8(dst_base + r * p.k_p + c, v);
+    }
+    if (gl_LocalInvocationIndex == 0u)
+      scale_out[p.scale_offset + bz * p.scale_batch_stride + r] = ldexp(1.0, e);
+  }
 }
 
 void pack_rows(uint bz) {
@@ -94,7 +127,9 @@ void pack_columns(uint bz) {
 
 void main() {
   for (uint bz = gl_WorkGroupID.z; bz < p.batch; bz += gl_NumWorkGroups.z) {
-    if (VARIANT == 0u)
+    if (VARIANT == 0u && VECTORS != 0u)
+      pack_rows8(bz);
+    else if (VARIANT == 0u)
       pack_rows(bz);
     else
       pack_columns(bz);

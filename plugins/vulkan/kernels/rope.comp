@@ -7,9 +7,19 @@
  * (computed in double), and the kernel forms position * G modulo 1 turn with
  * 32-bit integer products. The quadrant comes from the top bits, and sin/cos
  * of the rest (at most pi/4) from polynomials, so no device's own sin, cos
- * or fma accuracy matters. */
+ * or fma accuracy matters.
+ *
+ * VECTORS = 1 (rotary_dim a multiple of 16, head_dim - rotary_dim, offsets
+ * and strides multiples of 8): an invocation takes 8 pairs, or 8 copied
+ * elements, in HEADS heads of one token, through 16-byte words; the 8
+ * rotations are computed once for all those heads. The pairs of a step are
+ * x[a + k], x[a + pairs + k] (NeoX, a = 8 * step) or x[a + 2k], x[a + 2k + 1]
+ * (GPT-J, a = 16 * step), k < 8: two vectors of 8 either way. */
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+
+layout(constant_id = 4) const uint VECTORS = 0;
+const uint HEADS = 4u; /* heads per invocation (VECTORS = 1) */
 
 FLOAT_OUT(dst, 0, DTYPE)
 FLOAT_IN(x, 1, DTYPE)
@@ -17,7 +27,8 @@ INT_IN(pos, 2)
 layout(std430, binding = 3) readonly buffer Freq { uvec2 turns_per_position[]; }; /* (lo, hi) */
 
 layout(push_constant) uniform Push {
-  uint count;       /* tokens * heads * units_per_row */
+  uint count;       /* tokens * heads * units_per_row (VECTORS = 1: tokens *
+                       ceil(heads / HEADS) * units_per_row) */
   uint units_per_row, heads, rotary_dim;
   uint out_offset, out_token_stride, out_head_stride;
   uint x_offset, x_token_stride, x_head_stride;
@@ -61,7 +72,68 @@ vec2 rotation(int position, uvec2 g) {
   return sc;
 }
 
+/* The pair (x0, x1) turned by the angle whose (sin, cos) is sc. */
+vec2 turned(float x0, float x1, vec2 sc) {
+  return vec2(x0 * sc.y - x1 * sc.x, x1 * sc.y + x0 * sc.x);
+}
+
+/* Step `unit` of token `token` in heads h0 .. h0 + HEADS - 1 (VECTORS = 1). */
+void rotate8(uint token, uint h0, uint unit) {
+  uint pairs = p.rotary_dim / 2u, steps = pairs / 8u;
+  vec2 turn[8];
+  if (unit < steps) {
+    int position = pos_i32[p.pos_offset + token * p.pos_stride];
+    [[unroll]] for (uint k = 0u; k < 8u; k++)
+      turn[k] = rotation(position, turns_per_position[8u * unit + k]);
+  }
+  uint first = VARIANT == 0u ? 8u * unit : 16u * unit;
+  uint second = VARIANT == 0u ? first + pairs : first + 8u;
+  if (unit >= steps) { /* past the rotary part: copied */
+    first = p.rotary_dim + 8u * (unit - steps);
+    second = first;
+  }
+  for (uint h = h0; h < min(h0 + HEADS, p.heads); h++) {
+    uint xo = p.x_offset + token * p.x_token_stride + h * p.x_head_stride;
+    uint oo = p.out_offset + token * p.out_token_stride + h * p.out_head_stride;
+    float a[8], b[8];
+    x_load8(xo + first, a);
+    if (unit >= steps) {
+      dst_store8(oo + first, a);
+      continue;
+    }
+    x_load8(xo + second, b);
+    float ra[8], rb[8];
+    if (VARIANT == 0u) {
+      [[unroll]] for (uint k = 0u; k < 8u; k++) {
+        vec2 y = turned(a[k], b[k], turn[k]);
+        ra[k] = y.x;
+        rb[k] = y.y;
+      }
+    } else {
+      [[unroll]] for (uint k = 0u; k < 4u; k++) {
+        vec2 y = turned(a[2u * k], a[2u * k + 1u], turn[k]);
+        ra[2u * k] = y.x;
+        ra[2u * k + 1u] = y.y;
+        y = turned(b[2u * k], b[2u * k + 1u], turn[4u + k]);
+        rb[2u * k] = y.x;
+        rb[2u * k + 1u] = y.y;
+      }
+    }
+    dst_store8(oo + first, ra);
+    dst_store8(oo + second, rb);
+  }
+}
+
 void main() {
+  if (VECTORS != 0u) {
+    uint blocks = (p.heads + HEADS - 1u) / HEADS;
+    for (uint n = gl_GlobalInvocationID.x; n < p.count; n += grid_threads()) {
+      uint row = n / p.units_per_row; /* token * blocks + block */
+      uint token = row / blocks;
+      rotate8(token, HEADS * (row - token * blocks), n - row * p.units_per_row);
+    }
+    return;
+  }
   uint pairs = p.rotary_dim / 2u;
   for (uint n = gl_GlobalInvocationID.x; n < p.count; n += grid_threads()) {
     uint row = n / p.units_per_row;
