@@ -483,9 +483,16 @@ static gllmk_status run_attention(gllmk_plugin_device *dev, const gllmk_attentio
   p.vec = rows_aligned16(q, p.q_stride) && rows_aligned16(k, p.k_stride) && rows_aligned16(v, p.v_stride) &&
           rows_aligned16(out, p.out_stride);
   const int32_t dtype = q->dtype;
-  if (dtype != GLLMK_F32 && dev->sm >= 80 && p.vec && p.q_len >= 16 && p.batch <= (int32_t)MAX_GRID_YZ &&
-      p.q_heads <= (int32_t)MAX_GRID_YZ) {
-    const int dp_index = p.head_dim <= 64 ? 0 : p.head_dim <= 128 ? 1 : 2;
+  const int dp_index = p.head_dim <= 64 ? 0 : p.head_dim <= 128 ? 1 : 2;
+  const int prefill = dtype != GLLMK_F32 && p.vec && p.q_len >= 16 && p.batch <= (int32_t)MAX_GRID_YZ &&
+                      p.q_heads <= (int32_t)MAX_GRID_YZ;
+  if (prefill && dev->wgmma && dp_index < 2) {
+    const int kernel = CK_attention_wgmma_f16_d64 + (dtype == GLLMK_BF16) + 2 * dp_index;
+    return cuda_launch(dev, kernel, (uint32_t)ceil_div(p.q_len, GK_ATTENTION_WGMMA_ROWS), (uint32_t)p.q_heads,
+                       (uint32_t)p.batch, GK_ATTENTION_WGMMA_THREADS,
+                       GK_ATTENTION_WGMMA_SMEM(64 << dp_index, dtype == GLLMK_BF16), &p);
+  }
+  if (prefill && dev->sm >= 80) {
     const int kernel = CK_attention_mma_f16_d64 + (dtype == GLLMK_BF16) + 2 * dp_index;
     return cuda_launch(dev, kernel, (uint32_t)ceil_div(p.q_len, GK_ATTENTION_MMA_ROWS), (uint32_t)p.q_heads,
                        (uint32_t)p.batch, 128, GK_ATTENTION_MMA_SMEM(64 << dp_index), &p);

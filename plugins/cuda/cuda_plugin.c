@@ -228,6 +228,10 @@ static const char *const kernel_names[CK_COUNT] = {
 static int kernel_smem_limit(const gllmk_plugin_device *dev, int id) {
   if (id == CK_matmul_wgmma_f16 || id == CK_matmul_wgmma_bf16) return dev->wgmma ? GK_MATMUL_WGMMA_SMEM : 0;
   if (id >= CK_matmul_mma_f16_nk && id <= CK_matmul_mma_bf16_kn) return GK_MATMUL_MMA_SMEM;
+  if (id >= CK_attention_wgmma_f16_d64 && id <= CK_attention_wgmma_bf16_d128)
+    return dev->wgmma ? GK_ATTENTION_WGMMA_SMEM(64 << ((id - CK_attention_wgmma_f16_d64) / 2),
+                                                (id - CK_attention_wgmma_f16_d64) % 2)
+                      : 0;
   if (id >= CK_attention_mma_f16_d64 && id <= CK_attention_mma_bf16_d256)
     return GK_ATTENTION_MMA_SMEM(64 << ((id - CK_attention_mma_f16_d64) / 2));
   if (id >= CK_attention_rows_f16_d64 && id <= CK_attention_rows_bf16_d256)

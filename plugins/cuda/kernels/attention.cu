@@ -10,12 +10,16 @@
  *  - attention_mma: flash attention on tensor cores (f16/bf16, sm_80+) for
  *    contiguous prefill: 64 query rows of one head per block, 16 per warp,
  *    S = Q K^T and O += P V with mma.sync, P kept in registers.
+ *  - attention_wgmma: the same on Hopper's warpgroup MMA (sm_90a image,
+ *    head dims up to 128): 128 query rows per block, 128-key tiles (64
+ *    for f16).
  *
  * Rows are (token, head); a key j is visible to query token i of a sequence
  * with q_len new tokens and L keys when j < L and, if causal,
  * j <= i + L - q_len.
  */
 #include "mma.cuh"
+#include "wgmma.cuh"
 
 /* ----------------------------------------------------------- sequences */
 
@@ -762,3 +766,265 @@ GK_ATTENTION_MMA_KERNEL(f16, f16, 256)
 GK_ATTENTION_MMA_KERNEL(bf16, bf16, 64)
 GK_ATTENTION_MMA_KERNEL(bf16, bf16, 128)
 GK_ATTENTION_MMA_KERNEL(bf16, bf16, 256)
+
+/* ---------------------------------------- Hopper tensor-core attention */
+
+/* One step of O (or S) += A B on a warpgroup, N = 64 or 128 columns. */
+template <int N, int TRANS_B, class T>
+__device__ __forceinline__ void wgmma_rs(float *d, const uint32_t a[4], uint64_t desc_b, int accumulate) {
+  if constexpr (N == 64) wgmma_m64n64k16_rs<TRANS_B>(d, a, desc_b, accumulate, (T *)nullptr);
+  else wgmma_m64n128k16_rs<TRANS_B>(d, a, desc_b, accumulate, (T *)nullptr);
+}
+
+/* Contiguous prefill on Hopper (sm_90a image), f16/bf16, head dims padded
+ * to 64 or 128: 128 query rows of one head per block, two warpgroups of 64
+ * rows, tiles of 128 keys (64 for f16) double-buffered with cp.async, K a
+ * tile ahead of V. S = Q K^T and O += P V are wgmma with A in registers
+ * (Q loaded once, P straight from the S accumulators) and B in shared
+ * memory (V read N-major, so never transposed). Each step issues the next
+ * tile's scores and this tile's P V together, then turns the scores into
+ * probabilities while the tensor cores work on P V. Tiles past the causal
+ * diagonal are never loaded; only tiles that cross it (or the end of the
+ * keys) are masked.
+ *
+ * Shared memory: Q as [128][DP] rows with the mma.cuh swizzle (read by
+ * ldmatrix); each K or V tile as DP / 64 slices [BKV keys][64], 128-byte
+ * rows with 16-byte chunk c of row r at c ^ (r % 8), the layout wgmma's
+ * 128-byte swizzle expects. */
+template <class T, int DP> __device__ void attention_wgmma_impl(const gk_attention_params &p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr bool SPLIT = p_split<T>::value;
+  constexpr int BQ = GK_ATTENTION_WGMMA_ROWS, BKV = GK_ATTENTION_WGMMA_KEYS(!SPLIT), CH = DP / 8;
+  constexpr int THREADS = GK_ATTENTION_WGMMA_THREADS, TILE = BKV * DP; /* elements of a K or V tile */
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  /* The swizzle pattern repeats every 1024 bytes: align the tiles to it. */
+  T *q_s = reinterpret_cast<T *>(smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023));
+  T *k_s = q_s + BQ * DP; /* two tiles */
+  T *v_s = k_s + 2 * TILE;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int qt = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x; /* longest first */
+  const int q0 = qt * BQ, h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (p.q_heads / p.kv_heads);
+  const int d = p.head_dim, sq = p.q_len;
+  int len = p.kv_len;
+  if (p.kv_lens) {
+    len = reinterpret_cast<const int32_t *>(p.kv_lens)[b];
+    len = len < 0 ? 0 : (len > p.kv_len ? p.kv_len : len);
+  }
+  /* Keys [0, row_end(q)) are visible to query q. */
+  auto row_end = [&](int q) {
+    const int end = p.causal && q + len - sq + 1 < len ? q + len - sq + 1 : len;
+    return end < 0 ? 0 : end;
+  };
+  const int key_end = row_end(q0 + BQ - 1), unmasked_end = row_end(q0);
+  const int ntiles = (key_end + BKV - 1) / BKV;
+  const T *Q = reinterpret_cast<const T *>(p.q);
+  const T *K = reinterpret_cast<const T *>(p.k);
+  const T *V = reinterpret_cast<const T *>(p.v);
+
+  static_assert(THREADS % CH == 0 && BQ * CH % THREADS == 0 && BKV * CH % THREADS == 0, "whole rows per pass");
+#pragma unroll
+  for (int k = 0; k < BQ * CH / THREADS; k++) {
+    const int i = threadIdx.x + k * THREADS, r = i / CH, c = i % CH, s = q0 + r;
+    const bool ok = s < sq && 8 * c < d;
+    const T *src = ok ? Q + (((int64_t)b * sq + s) * p.q_heads + h) * p.q_stride + 8 * c : Q;
+    cp_async16(q_s + r * DP + 8 * swizzle<CH>(r, c), src, ok ? 16 : 0);
+  }
+  /* Each thread copies 16-byte chunk `lc` of rows lr, lr + ROW_STEP, ... of
+   * every K and V tile: its source pointers and its place in a tile (the
+   * swizzle is the same for all of its rows) are worked out once. */
+  constexpr int ROW_STEP = THREADS / CH;
+  static_assert(ROW_STEP % 8 == 0, "a thread's rows share their swizzle");
+  const int lc = threadIdx.x % CH, lr = threadIdx.x / CH;
+  const bool chunk_ok = 8 * lc < d;
+  const int dst_at = (lc / 8) * BKV * 64 + lr * 64 + 8 * ((lc ^ lr) & 7);
+  const int64_t k_key_step = (int64_t)p.kv_heads * p.k_stride, v_key_step = (int64_t)p.kv_heads * p.v_stride;
+  const int64_t first_row = (int64_t)b * p.kv_len * p.kv_heads + hk;
+  const T *k_src = K + first_row * p.k_stride + lr * k_key_step + 8 * lc;
+  const T *v_src = V + first_row * p.v_stride + lr * v_key_step + 8 * lc;
+  /* Keys j0 .. j0 + BKV - 1 of K or V into a tile, zeros past key_end. */
+  auto load_tile = [&](T *tile, const T *src, const T *base, int64_t key_step, int j0) {
+    src += j0 * key_step;
+#pragma unroll
+    for (int k = 0; k < BKV / ROW_STEP; k++) {
+      const bool ok = chunk_ok && j0 + lr + k * ROW_STEP < key_end;
+      cp_async16(tile + dst_at + k * ROW_STEP * 64, ok ? src + k * ROW_STEP * key_step : base, ok ? 16 : 0);
+    }
+  };
+  auto load_k = [&](T *tile, int j0) { load_tile(tile, k_src, K, k_key_step, j0); };
+  auto load_v = [&](T *tile, int j0) { load_tile(tile, v_src, V, v_key_step, j0); };
+  if (ntiles > 0) load_k(k_s, 0);
+  cp_async_commit();
+  if (ntiles > 0) load_v(v_s, 0);
+  if (ntiles > 1) load_k(k_s + TILE, BKV);
+  cp_async_commit();
+  cp_async_wait<1>(); /* Q and the first K tile */
+  fence_proxy_async();
+  __syncthreads();
+
+  /* Q as A fragments. A negative scale flips Q's signs (exact) so that the
+   * scale applied to the scores is positive and maxima stay maxima; a zero
+   * scale becomes the smallest normal float so that masked scores stay -inf. */
+  uint32_t qf[DP / 16][4];
+  const int qr = 16 * warp + (lane & 15);
+#pragma unroll
+  for (int ks = 0; ks < DP / 16; ks++) {
+    ldmatrix_x4(qf[ks], q_s + qr * DP + 8 * swizzle<CH>(qr, 2 * ks + (lane >> 4)));
+    if (p.scale < 0.0f)
+#pragma unroll
+      for (int e = 0; e < 4; e++) qf[ks][e] ^= 0x80008000u;
+  }
+  const float scale_log2 = fmaxf(fabsf(p.scale) * 1.4426950408889634f, 1.17549435e-38f);
+
+  /* This thread's rows: row0 and row0 + 8 (accumulator elements 4 j + {0, 1}
+   * and 4 j + {2, 3}), keys / columns 8 j + 2 (lane % 4) + {0, 1}. */
+  const int row0 = q0 + 16 * warp + (lane >> 2);
+  const int end[2] = {row_end(row0), row_end(row0 + 8)};
+  float s[BKV / 2], o[DP / 2];
+#pragma unroll
+  for (int i = 0; i < DP / 2; i++) o[i] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* m in log2 units */
+  uint32_t pf[BKV / 16][4], pf_lo[SPLIT ? BKV / 16 : 1][4];
+
+  auto issue_scores = [&](const T *kt) {
+#pragma unroll
+    for (int ks = 0; ks < DP / 16; ks++)
+      wgmma_rs<BKV, 0, T>(s, qf[ks], wgmma_descriptor(kt + (ks / 4) * BKV * 64 + (ks % 4) * 16), ks > 0);
+    wgmma_commit();
+  };
+  auto issue_pv = [&](const T *vt) {
+#pragma unroll
+    for (int kk = 0; kk < BKV / 16; kk++) {
+      const uint64_t desc = wgmma_descriptor_n_major(vt + kk * 16 * 64, BKV * 128);
+      wgmma_rs<DP, 1, T>(o, pf[kk], desc, 1);
+      if (SPLIT) wgmma_rs<DP, 1, T>(o, pf_lo[SPLIT ? kk : 0], desc, 1);
+    }
+    wgmma_commit();
+  };
+  /* Scores of keys j0 .. j0 + BKV - 1 into probabilities (in place). The
+   * running max m a row's probabilities are taken against only moves when
+   * the scores outgrow it by more than 2^8: probabilities up to 256 are as
+   * exact in f32 and 16 bits as any, and the output so far needs no
+   * rescaling. Returns whether it does (warp-uniform; alpha = the factors). */
+  auto fold_scores = [&](int j0, float alpha[2]) {
+    if (j0 + BKV > unmasked_end) {
+#pragma unroll
+      for (int i = 0; i < BKV / 2; i++) {
+        const int j = j0 + 8 * (i / 4) + 2 * (lane & 3) + (i & 1);
+        if (j >= end[(i >> 1) & 1]) s[i] = -INFINITY;
+      }
+    }
+    float m_tile[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < BKV / 8; c++) mx = fmaxf(mx, fmaxf(s[4 * c + 2 * hr], s[4 * c + 2 * hr + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      m_tile[hr] = mx * scale_log2;
+    }
+    const bool grow[2] = {m_tile[0] > m[0] + 8.0f, m_tile[1] > m[1] + 8.0f};
+    const bool rescale = __any_sync(0xffffffffu, grow[0] || grow[1]);
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+      alpha[hr] = 1.0f;
+      if (grow[hr]) {
+        alpha[hr] = exp2_ftz(m[hr] - m_tile[hr]);
+        m[hr] = m_tile[hr];
+      }
+      const float m_use = m[hr] == -INFINITY ? 0.0f : m[hr];
+      float sum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < BKV / 8; c++)
+#pragma unroll
+        for (int e = 2 * hr; e < 2 * hr + 2; e++) {
+          s[4 * c + e] = exp2_ftz(fmaf(s[4 * c + e], scale_log2, -m_use));
+          sum += s[4 * c + e];
+        }
+      l[hr] = l[hr] * alpha[hr] + sum;
+    }
+    return rescale;
+  };
+  auto to_fragments = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < BKV / 16; kk++) p_fragments<T>(s + 8 * kk, s + 8 * kk + 4, pf[kk], pf_lo[SPLIT ? kk : 0]);
+  };
+  /* Waits for this thread's copies, then for everyone's: the tiles are
+   * complete and no warpgroup still reads the buffers refilled next. */
+  auto tiles_ready = [&]() {
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+  };
+
+  if (ntiles > 0) {
+    float alpha[2];
+    wgmma_fence();
+    issue_scores(k_s);
+    wgmma_wait<0>();
+    wgmma_fence_registers(s);
+    fold_scores(0, alpha);
+    to_fragments();
+  }
+  for (int it = 0; it + 1 < ntiles; it++) {
+    tiles_ready(); /* V tile it and K tile it + 1 */
+    wgmma_fence();
+    issue_scores(k_s + ((it + 1) & 1) * TILE);
+    issue_pv(v_s + (it & 1) * TILE);
+    /* The copies go out while the tensor cores work, into the buffers that
+     * the last step's products are done with. */
+    if (it + 2 < ntiles) load_k(k_s + (it & 1) * TILE, (it + 2) * BKV);
+    load_v(v_s + ((it + 1) & 1) * TILE, (it + 1) * BKV);
+    cp_async_commit();
+    float alpha[2];
+    wgmma_wait<1>(); /* the scores */
+    wgmma_fence_registers(s);
+    const bool rescale = fold_scores((it + 1) * BKV, alpha);
+    wgmma_wait<0>(); /* P V */
+    wgmma_fence_registers(o);
+    if (rescale)
+#pragma unroll
+      for (int i = 0; i < DP / 2; i++) o[i] *= alpha[(i >> 1) & 1];
+    to_fragments();
+  }
+  if (ntiles > 0) {
+    tiles_ready();
+    wgmma_fence();
+    issue_pv(v_s + ((ntiles - 1) & 1) * TILE);
+    wgmma_wait<0>();
+    wgmma_fence_registers(o);
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    float total = l[hr];
+    total += __shfl_xor_sync(0xffffffffu, total, 1);
+    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    const int row = row0 + 8 * hr;
+    if (row >= sq) continue;
+    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+    T *out = ptr_at<T>(p.out, (((int64_t)b * sq + row) * p.q_heads + h) * p.out_stride);
+#pragma unroll
+    for (int j = 0; j < DP / 8; j++) {
+      const int c = 8 * j + 2 * (lane & 3);
+      if (c < d)
+        *reinterpret_cast<uint32_t *>(out + c) = pack2(out, o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
+    }
+    if (p.lse && (lane & 3) == 0)
+      reinterpret_cast<float *>(p.lse)[((int64_t)b * p.q_heads + h) * p.lse_stride + row] =
+          total > 0.0f ? m[hr] * 0.69314718055994531f + logf(total) : -INFINITY;
+  }
+#endif
+}
+
+#define GK_ATTENTION_WGMMA_KERNEL(dname, T, DP)                                                                  \
+  GK_KERNEL __launch_bounds__(GK_ATTENTION_WGMMA_THREADS, 1) gk_attention_wgmma_##dname##_d##DP(                 \
+      const gk_attention_params p) {                                                                              \
+    attention_wgmma_impl<T, DP>(p);                                                                               \
+  }
+GK_ATTENTION_WGMMA_KERNEL(f16, f16, 64)
+GK_ATTENTION_WGMMA_KERNEL(bf16, bf16, 64)
+GK_ATTENTION_WGMMA_KERNEL(f16, f16, 128)
+GK_ATTENTION_WGMMA_KERNEL(bf16, bf16, 128)

@@ -146,6 +146,14 @@ __device__ __forceinline__ void for_row(const T *row, int64_t cols, int vec, F f
   }
 }
 
+/* 2^x in one MUFU instruction (ex2.approx: about 2 ulp; results below
+ * 2^-126 flush to zero). */
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /* -------------------------------------------------------------- reductions */
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -192,5 +192,13 @@ typedef struct gk_sample_params {
 #define GK_ATTENTION_MMA_KEYS(dp) ((dp) == 256 ? 32 : 64)
 #define GK_ATTENTION_MMA_SMEM(dp) \
   ((GK_ATTENTION_MMA_ROWS * (dp) + 4 * GK_ATTENTION_MMA_KEYS(dp) * (dp)) * 2)
+/* Hopper attention: query rows per block (two warpgroups), keys per tile
+ * (f16 takes 64: its P has a second, low half in registers); Q, two K and
+ * two V tiles, plus 1024 bytes to align them to the swizzle pattern. */
+#define GK_ATTENTION_WGMMA_ROWS 128
+#define GK_ATTENTION_WGMMA_KEYS(is_bf16) ((is_bf16) ? 128 : 64)
+#define GK_ATTENTION_WGMMA_THREADS 256
+#define GK_ATTENTION_WGMMA_SMEM(dp, is_bf16) \
+  ((GK_ATTENTION_WGMMA_ROWS * (dp) + 4 * GK_ATTENTION_WGMMA_KEYS(is_bf16) * (dp)) * 2 + 1024)
 
 #endif /* GLLMK_CUDA_GK_PARAMS_H_ */
