@@ -114,8 +114,10 @@ TOOL_CFLAGS  := -Wl,-rpath,'$$ORIGIN/../lib'
 TOOLS        := gllmk-info
 -include tools/tools.mk
 
+# -lgllmk links through the libgllmk.so symlink: depend on it, not only on
+# the SONAME link (make -j16 once linked before the symlink existed).
 define tool_template
-$$(B)/bin/$(1): $$($(1)_SRCS:%.c=$$(B)/obj/%.o) $$(B)/lib/$$(CORE_SONAME)
+$$(B)/bin/$(1): $$($(1)_SRCS:%.c=$$(B)/obj/%.o) $$(B)/lib/libgllmk.so
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(ALL_LDFLAGS) $$(TOOL_CFLAGS) -o $$@ $$($(1)_SRCS:%.c=$$(B)/obj/%.o) \
 	  -L$$(B)/lib -lgllmk $$($(1)_LDLIBS)

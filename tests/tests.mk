@@ -39,7 +39,7 @@ $(TEST_OBJS): | deps-check
 
 define test_program_template
 $$(B)/tests/$(1): $$(patsubst %.c,$$(B)/obj/%.o,tests/$(1).c $$($(1)_TEST_SRCS) $$(TEST_COMMON)) \
-                  $$(B)/lib/$$(CORE_SONAME)
+                  $$(B)/lib/libgllmk.so
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(ALL_LDFLAGS) $$(TEST_RPATH) -o $$@ $$(filter %.o,$$^) -L$$(B)/lib -lgllmk \
 	  $$(CHECK_LIBS) $$($(1)_TEST_LIBS) -lm

@@ -15,6 +15,7 @@ Two tables, both on the same GPU in the same run:
 Ratio = PyTorch time / gllmk time (above 1: gllmk is faster).
 
 usage: torch_peer.py [--build DIR] [--json FILE] [--skip-bench] [--quick]
+                     [--bench-json FILE]
 """
 import argparse
 import ctypes
@@ -154,7 +155,10 @@ def peer_for(row):
     return None
 
 
-def bench_rows(build, quick):
+def bench_rows(build, quick, bench_json):
+    if bench_json:  # rows of an earlier `gllmk-bench --backend cuda --json` run
+        with open(bench_json) as f:
+            return json.load(f)
     exe = os.path.join(build, "bin", "gllmk-bench")
     if not os.path.exists(exe):
         print(f"torch_peer: {exe} not found; skipping the gllmk-bench rows", file=sys.stderr)
@@ -401,6 +405,7 @@ def main():
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--skip-bench", action="store_true", help="only the target rows")
     ap.add_argument("--quick", action="store_true", help="gllmk-bench --quick and smaller target shapes")
+    ap.add_argument("--bench-json", help="take the gllmk rows from this `gllmk-bench --json` output")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.cuda.init()
@@ -421,7 +426,7 @@ def main():
     copy_bw = next(r[4] / r[3] for r in targets if r[0] == "copy")  # torch's device copy, bytes / s
     print_targets(name, targets, copy_bw, report)
     if not a.skip_bench:
-        print_bench(name, bench_rows(a.build, a.quick), copy_bw, report)
+        print_bench(name, bench_rows(a.build, a.quick, a.bench_json), copy_bw, report)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)
