@@ -70,6 +70,11 @@ gllmk_status cuda_check(CUresult result, const char *what);
 gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t gx, uint32_t gy,
                          uint32_t gz, uint32_t threads, uint32_t smem, void *params);
 
+/* Launches a kernel in clusters of `cluster_x` CTAs along x (gx a multiple
+ * of it); needs sm_90 and cu.cuLaunchKernelEx. */
+gllmk_status cuda_launch_cluster(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t gx,
+                                 uint32_t cluster_x, uint32_t threads, void *params);
+
 /* A device buffer of at least `bytes` for temporary results of queued work. */
 gllmk_status cuda_scratch(gllmk_plugin_device *dev, size_t bytes, CUdeviceptr *out);
 

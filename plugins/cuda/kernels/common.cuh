@@ -216,4 +216,48 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+/* ------------------------------------------------------- clusters (sm_90) */
+
+#if __CUDA_ARCH__ >= 900
+/* This CTA's rank in its cluster and the cluster's size in CTAs. */
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t cluster_ctas() {
+  uint32_t n;
+  asm("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
+  return n;
+}
+/* The cluster's index along x in the grid, and the grid's clusters along x. */
+__device__ __forceinline__ uint32_t cluster_index_x() {
+  uint32_t i;
+  asm("mov.u32 %0, %%clusterid.x;\n" : "=r"(i));
+  return i;
+}
+__device__ __forceinline__ uint32_t cluster_count_x() {
+  uint32_t n;
+  asm("mov.u32 %0, %%nclusterid.x;\n" : "=r"(n));
+  return n;
+}
+
+/* The cluster barrier in its two halves: every thread of every CTA arrives
+ * (releasing its earlier shared-memory writes to the cluster), and waits
+ * until all have arrived (acquiring theirs). Work between the two overlaps
+ * the other CTAs' progress. */
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+
+/* The float2 at `local`'s place in the shared memory of CTA `rank` of the
+ * cluster (distributed shared memory). */
+__device__ __forceinline__ float2 cluster_load(const float2 *local, uint32_t rank) {
+  uint32_t remote;
+  float2 v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
+  return v;
+}
+#endif
+
 #endif /* GLLMK_CUDA_COMMON_CUH_ */

@@ -1,5 +1,6 @@
 /*
- * norms.cu - rmsnorm, add_rmsnorm, layernorm and softmax: one block per row.
+ * norms.cu - rmsnorm, add_rmsnorm, layernorm and softmax: one block per row
+ * (softmax of long f32 rows on sm_90: one cluster of blocks per row, below).
  *
  * When the row fits (at most CACHED_UNITS 8-element units per thread, 16-byte
  * aligned) each thread keeps its part of the row in registers, so the row is
@@ -220,6 +221,104 @@ template <class T> __device__ void softmax_impl(const gk_norm_params &p) {
                 [&](float v, float, float) { return expf(v * scale - row_max) * inv; });
   else
     map_row(out, x, p.cols, p.vec, [&](int64_t, float v) { return expf(v * scale - row_max) * inv; });
+}
+
+/* The pair of the union of two sets of values. */
+__device__ __forceinline__ softmax_state merge(softmax_state a, const softmax_state &b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return a; /* both empty */
+  a.s = a.s * expf(a.m - m) + b.s * expf(b.m - m);
+  a.m = m;
+  return a;
+}
+__device__ __forceinline__ softmax_state warp_merge(softmax_state v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    softmax_state other;
+    other.m = __shfl_xor_sync(0xffffffffu, v.m, o);
+    other.s = __shfl_xor_sync(0xffffffffu, v.s, o);
+    v = merge(v, other);
+  }
+  return v;
+}
+
+/* softmax(scale * x) of f32 rows longer than one block's registers hold, on
+ * sm_90: a cluster of CTAs shares each row, every thread holding
+ * GK_SOFTMAX_THREAD_ELEMS elements of it in registers from one batch of
+ * 16-byte loads, so the row is read once and written once. A thread turns its
+ * values into exp(v - its max) at once; each CTA merges its threads' (max,
+ * sum) into one pair in shared memory, and after a cluster barrier every warp
+ * merges the cluster's pairs through distributed shared memory. Waiting for
+ * the other CTAs to finish reading this CTA's pair is left until after the
+ * stores. */
+GK_KERNEL __launch_bounds__(GK_SOFTMAX_CLUSTER_THREADS, 2) gk_softmax_cluster_f32(const gk_norm_params p) {
+#if __CUDA_ARCH__ >= 900
+  constexpr int per_vec = 4, vecs = GK_SOFTMAX_THREAD_ELEMS / per_vec;
+  __shared__ softmax_state warp_pair[32];
+  __shared__ float2 cta_pair;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint32_t ctas = cluster_ctas();
+  /* Column of this thread's i-th 16-byte vector: consecutive threads take
+   * consecutive vectors of the CTA's part of the row. */
+  const int64_t first = ((int64_t)cluster_rank() * blockDim.x * vecs + threadIdx.x) * per_vec;
+  const int64_t step = (int64_t)blockDim.x * per_vec;
+  for (int64_t r = cluster_index_x(); r < p.rows; r += cluster_count_x()) {
+    const float *x = ptr_at<const float>(p.x, r * p.x_stride);
+    float *out = ptr_at<float>(p.out, r * p.out_stride);
+    float v[GK_SOFTMAX_THREAD_ELEMS], m = -INFINITY;
+    /* Vectors past the row's end load its last one instead (masked below),
+     * so that the loads need no branches and all go out before any use. */
+#pragma unroll
+    for (int i = 0; i < vecs; i++) load4(x + min(first + i * step, p.cols - per_vec), v + i * per_vec);
+#pragma unroll
+    for (int i = 0; i < vecs; i++) {
+      float *vi = v + i * per_vec;
+      const bool inside = first + i * step < p.cols;
+#pragma unroll
+      for (int e = 0; e < per_vec; e++) {
+        vi[e] = inside ? vi[e] * p.scale : -INFINITY;
+        m = fmaxf(m, vi[e]);
+      }
+    }
+    const float shift = m == -INFINITY ? 0.0f : m; /* no -inf - -inf */
+    softmax_state mine;
+    mine.m = m;
+#pragma unroll
+    for (int k = 0; k < GK_SOFTMAX_THREAD_ELEMS; k++) {
+      v[k] = expf(v[k] - shift);
+      mine.s += v[k];
+    }
+    mine = warp_merge(mine);
+    if (lane == 0) warp_pair[warp] = mine;
+    __syncthreads();
+    if (warp == 0) {
+      softmax_state w = lane < (int)(blockDim.x >> 5) ? warp_pair[lane] : softmax_state();
+      w = warp_merge(w);
+      if (lane == 0) cta_pair = make_float2(w.m, w.s);
+    }
+    cluster_arrive();
+    cluster_wait(); /* every CTA's pair is ready */
+    softmax_state row;
+    if ((uint32_t)lane < ctas) {
+      const float2 pair = cluster_load(&cta_pair, lane);
+      row.m = pair.x;
+      row.s = pair.y;
+    }
+    row = warp_merge(row);
+    cluster_arrive(); /* done with the other CTAs' pairs */
+    const float factor = m == -INFINITY ? 0.0f : expf(m - row.m) / row.s;
+#pragma unroll
+    for (int i = 0; i < vecs; i++) {
+      const int64_t c = first + i * step;
+      if (c >= p.cols) continue;
+      float *vi = v + i * per_vec;
+#pragma unroll
+      for (int e = 0; e < per_vec; e++) vi[e] *= factor;
+      *reinterpret_cast<float4 *>(out + c) = make_float4(vi[0], vi[1], vi[2], vi[3]);
+    }
+    cluster_wait(); /* the others have read this CTA's pair: it may change */
+  }
+#endif
 }
 
 GK_FLOAT_KERNELS(rmsnorm, rmsnorm_impl, gk_norm_params, __launch_bounds__(512))
