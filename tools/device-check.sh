@@ -143,7 +143,7 @@ for log in conformance conformance-vulkan memcheck racecheck; do
   grep -E '^[0-9]+%: Checks:|ERROR SUMMARY|RACECHECK SUMMARY' "$out/$log.log" | sed "s/^/$log: /"
 done
 echo
-cat "$out/torch_peer.txt" 2>/dev/null | sed -n '/^== /,$p'
+cat "$out/torch_peer.txt" 2>/dev/null | sed -n '/^context creation/,$p'
 echo
 cat "$summary"
 exit $status
