@@ -72,6 +72,12 @@ CHECK_RUNS     += '$(HSA_TEST_BIN)' '$(HSA_POCL_CONFORMANCE)'
 VALGRIND_RUNS  += '$(HSA_TEST_BIN)'
 CHECK_PREREQS  += $(HSA_TEST_BIN) $(HSA_POCL_PLUGIN)
 endif
+# The cpu plugin's lower SIMD levels (plugins/cpu/tests.mk), through the
+# conformance suite; valgrind runs the machine's own level only.
+ifdef CPU_TEST_PLUGINS
+CHECK_RUNS     += $(CPU_CONFORMANCE)
+CHECK_PREREQS  += $(CPU_TEST_PLUGINS)
+endif
 
 .PHONY: check check-valgrind test-programs
 test-programs: $(CHECK_PREREQS)

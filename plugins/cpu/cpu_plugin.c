@@ -28,6 +28,22 @@ cpu_features cpu_has;
 
 /* ------------------------------------------------------------ features */
 
+/* Test builds only (plugins/cpu/tests.mk): the plugin again under another
+ * name, using no instruction set above GLLMK_CPU_TEST_ISA (2: AVX-512
+ * without BF16, 1: AVX2, 0: none), so that a machine with AVX-512 BF16 also
+ * runs the conformance suite on the kernels other machines get. */
+#ifdef GLLMK_CPU_TEST_ISA
+#define CPU_PLUGIN_NAME GLLMK_CPU_TEST_NAME
+static void cap_features(cpu_features *has) {
+  if (GLLMK_CPU_TEST_ISA < 2) has->avx512f = has->avx512bw = has->avx512vl = 0;
+  if (GLLMK_CPU_TEST_ISA < 1) has->avx2 = has->fma = has->f16c = 0;
+  has->avx512bf16 = 0;
+}
+#else
+#define CPU_PLUGIN_NAME "cpu"
+static void cap_features(cpu_features *has) { (void)has; }
+#endif
+
 #if defined(__x86_64__)
 static uint64_t read_xcr0(void) {
   uint32_t low, high;
@@ -139,6 +155,7 @@ static gllmk_status cpu_probe(const gllmk_plugin_host *host, uint32_t *out_count
                               size_t reason_size) {
   cpu_host = host;
   detect_features(&cpu_has);
+  cap_features(&cpu_has);
   cpu_select_kernels();
   set_stream_threshold();
   *out_count = 1;
@@ -280,7 +297,7 @@ static gllmk_status cpu_mem_fill(gllmk_plugin_device *device, gllmk_plugin_memor
 static const gllmk_plugin cpu_plugin = {
     .struct_size = sizeof(gllmk_plugin),
     .abi_version = GLLMK_PLUGIN_ABI_VERSION,
-    .name = "cpu",
+    .name = CPU_PLUGIN_NAME,
     .kind = GLLMK_BACKEND_CPU,
     .version = CPU_PLUGIN_VERSION,
     .probe = cpu_probe,
