@@ -248,46 +248,61 @@ static void check_outputs(bench_env *env, const workload *w, const device_set *s
 
 /* -------------------------------------------------------------- timing */
 
-typedef struct op_target {
+/* What every timed target starts with: the context its calls run on, and
+ * the first failure with gllmk's message, for the row. */
+typedef struct timed_calls {
   gllmk_context *ctx;
-  const workload *w;
-  const device_set *sets;
   gllmk_status status;
   char message[480];
-} op_target;
+} timed_calls;
 
-static int op_target_failed(op_target *target, gllmk_status status) {
-  target->status = status;
-  snprintf(target->message, sizeof target->message, "%s", gllmk_last_error());
+static int timed_calls_failed(timed_calls *calls, gllmk_status status) {
+  calls->status = status;
+  snprintf(calls->message, sizeof calls->message, "%s", gllmk_last_error());
   return -1;
 }
 
-static int op_call(void *self, int set) {
-  op_target *target = self;
-  gllmk_status status = target->w->bcase->op->run(target->ctx, target->w,
-                                                  target->sets[set].tensors);
-  return status ? op_target_failed(target, status) : 0;
+/* The wait of any target that starts with a timed_calls. */
+static int timed_calls_wait(void *self) {
+  timed_calls *calls = self;
+  gllmk_status status = gllmk_synchronize(calls->ctx);
+  return status ? timed_calls_failed(calls, status) : 0;
 }
 
-static int op_wait(void *self) {
-  op_target *target = self;
-  gllmk_status status = gllmk_synchronize(target->ctx);
-  return status ? op_target_failed(target, status) : 0;
-}
-
-static void time_op(bench_env *env, const workload *w, const device_set *sets, int count,
-                    bench_result *r) {
-  op_target target = {env->ctx, w, sets, GLLMK_OK, ""};
-  timer_target timer = {op_call, op_wait, &target, count};
+/* Times `timer` (whose self starts with `calls`) into r; 0 on success, or
+ * -1 with the row failed as "<where><status>: <message>". */
+static int time_into(const bench_env *env, const timer_target *timer, const timed_calls *calls,
+                     const char *where, bench_result *r) {
   timing t;
-  if (time_target(&timer, &env->timing, &t)) {
-    result_fail(r, ROW_ERROR, "timed run: %s: %s", gllmk_status_string(target.status),
-                target.message);
-    return;
+  if (time_target(timer, &env->timing, &t)) {
+    result_fail(r, ROW_ERROR, "%s%s: %s", where, gllmk_status_string(calls->status),
+                calls->message);
+    return -1;
   }
   r->time_s = t.median_s;
   r->reps = t.reps;
   r->batch = t.batch;
+  return 0;
+}
+
+typedef struct op_target {
+  timed_calls calls; /* first: see timed_calls_wait */
+  const workload *w;
+  const device_set *sets;
+} op_target;
+
+static int op_call(void *self, int set) {
+  op_target *target = self;
+  gllmk_status status = target->w->bcase->op->run(target->calls.ctx, target->w,
+                                                  target->sets[set].tensors);
+  return status ? timed_calls_failed(&target->calls, status) : 0;
+}
+
+static void time_op(bench_env *env, const workload *w, const device_set *sets, int count,
+                    bench_result *r) {
+  op_target target = {{env->ctx, GLLMK_OK, ""}, w, sets};
+  timer_target timer = {op_call, timed_calls_wait, &target, count};
+  time_into(env, &timer, &target.calls, "timed run: ", r);
 }
 
 /* OpenBLAS on the same f32 matmul: the cpu backend's peer. */
@@ -379,34 +394,20 @@ void bench_run_case(bench_env *env, const bench_case *c, uint64_t seed, bench_re
 /* ------------------------------------------------------- copy ceiling */
 
 typedef struct copy_target {
-  gllmk_context *ctx;
+  timed_calls calls; /* first: see timed_calls_wait */
   gllmk_buffer *src, *dst;
   uint64_t size;
-  gllmk_status status;
-  char message[480];
 } copy_target;
-
-static int copy_failed(copy_target *target, gllmk_status status) {
-  target->status = status;
-  snprintf(target->message, sizeof target->message, "%s", gllmk_last_error());
-  return -1;
-}
 
 static int copy_call(void *self, int set) {
   copy_target *target = self;
   (void)set;
   gllmk_status status = gllmk_buffer_copy(target->dst, 0, target->src, 0, target->size);
-  return status ? copy_failed(target, status) : 0;
-}
-
-static int copy_wait(void *self) {
-  copy_target *target = self;
-  gllmk_status status = gllmk_synchronize(target->ctx);
-  return status ? copy_failed(target, status) : 0;
+  return status ? timed_calls_failed(&target->calls, status) : 0;
 }
 
 void bench_measure_copy(bench_env *env, uint64_t size, bench_result *r) {
-  copy_target target = {env->ctx, NULL, NULL, size, GLLMK_OK, ""};
+  copy_target target = {{env->ctx, GLLMK_OK, ""}, NULL, NULL, size};
   gllmk_status status;
   result_init(r, "buffer_copy");
   snprintf(r->dtype, sizeof r->dtype, "-");
@@ -422,14 +423,8 @@ void bench_measure_copy(bench_env *env, uint64_t size, bench_result *r) {
       (status = gllmk_synchronize(env->ctx))) {
     result_gllmk_error(r, "", status);
   } else {
-    timer_target timer = {copy_call, copy_wait, &target, 1};
-    timing t;
-    if (time_target(&timer, &env->timing, &t)) {
-      result_fail(r, ROW_ERROR, "%s: %s", gllmk_status_string(target.status), target.message);
-    } else {
-      r->time_s = t.median_s;
-      r->reps = t.reps;
-      r->batch = t.batch;
+    timer_target timer = {copy_call, timed_calls_wait, &target, 1};
+    if (time_into(env, &timer, &target.calls, "", r) == 0) {
       r->sets = 1;
       r->fraction = 1.0;
       env->copy_gbps = r->bytes / r->time_s / 1e9;
