@@ -129,6 +129,14 @@ static void expect_state(const gllmk_discovery *d, const char *file, gllmk_plugi
                   r->reason, reason_part);
 }
 
+/* Discovers the plugin directory as it stands and expects `file` in `state`. */
+static void expect_discovered(const char *file, gllmk_plugin_state state, const char *reason) {
+  gllmk_context_options options = options_here();
+  gllmk_discovery *d = discover(&options);
+  expect_state(d, file, state, reason);
+  gllmk_discovery_free(d);
+}
+
 static gllmk_context *create(const gllmk_context_options *options) {
   gllmk_context *ctx = NULL;
   gllmk_status status = gllmk_context_create(options, &ctx);
@@ -166,19 +174,13 @@ END_TEST
 
 START_TEST(missing_entry_is_rejected) {
   add_fake("noentry", "gllmk-fakenoentry.so");
-  gllmk_context_options options = options_here();
-  gllmk_discovery *d = discover(&options);
-  expect_state(d, "gllmk-fakenoentry.so", GLLMK_PLUGIN_REJECTED, PLUGIN_ENTRY_SYMBOL);
-  gllmk_discovery_free(d);
+  expect_discovered("gllmk-fakenoentry.so", GLLMK_PLUGIN_REJECTED, PLUGIN_ENTRY_SYMBOL);
 }
 END_TEST
 
 START_TEST(text_file_is_rejected) {
   add_text("x.so", "this is not a shared object\n");
-  gllmk_context_options options = options_here();
-  gllmk_discovery *d = discover(&options);
-  expect_state(d, "x.so", GLLMK_PLUGIN_REJECTED, "not an ELF");
-  gllmk_discovery_free(d);
+  expect_discovered("x.so", GLLMK_PLUGIN_REJECTED, "not an ELF");
 }
 END_TEST
 
@@ -187,19 +189,13 @@ START_TEST(world_writable_is_rejected) {
   char path[PATH_MAX + 64];
   snprintf(path, sizeof path, "%s/gllmk-fakevk.so", plugin_dir);
   ck_assert_int_eq(chmod(path, 0666), 0);
-  gllmk_context_options options = options_here();
-  gllmk_discovery *d = discover(&options);
-  expect_state(d, "gllmk-fakevk.so", GLLMK_PLUGIN_REJECTED, "writable");
-  gllmk_discovery_free(d);
+  expect_discovered("gllmk-fakevk.so", GLLMK_PLUGIN_REJECTED, "writable");
 }
 END_TEST
 
 START_TEST(too_small_struct_is_rejected) {
   add_fake("smallstruct", "gllmk-fakesmall.so");
-  gllmk_context_options options = options_here();
-  gllmk_discovery *d = discover(&options);
-  expect_state(d, "gllmk-fakesmall.so", GLLMK_PLUGIN_REJECTED, "struct_size");
-  gllmk_discovery_free(d);
+  expect_discovered("gllmk-fakesmall.so", GLLMK_PLUGIN_REJECTED, "struct_size");
 }
 END_TEST
 
