@@ -1,6 +1,7 @@
 /*
  * conformance.c - every op of gllmk_ops.def, on every backend that has a
- * device here, against the float64 references of reference.c.
+ * device here, against the float64 references of reference.c, and one
+ * decoder layer built from them (decoder_block.c).
  *
  * usage: conformance [--quick] [--seed N] [--backend NAME] [--skip-software]
  *                    [--plugin-dir DIR]
@@ -38,6 +39,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "decoder_block.h"
 #include "reference.h"
 #include "testlib.h"
 
@@ -1493,6 +1495,20 @@ START_TEST(op_conformance) {
 }
 END_TEST
 
+/* Loop index = backend * FLOAT_DTYPE_COUNT + dtype: one decoder layer built
+ * from the ops above (tests/decoder_block.c). */
+START_TEST(decoder_block) {
+  int backend = _i / FLOAT_DTYPE_COUNT;
+  S.backend = backend_names[backend];
+  S.op = "decoder_block";
+  gllmk_context_options options = {.backend = S.backend, .plugin_dir = test_opts.plugin_dir};
+  must(gllmk_context_create(&options, &S.ctx), "gllmk_context_create");
+  decoder_block_check(S.ctx, float_dtypes[_i % FLOAT_DTYPE_COUNT],
+                      test_opts.quick || backend_is_software[backend],
+                      GLLMK_OP_COUNT * MAX_BACKENDS + (uint64_t)_i);
+}
+END_TEST
+
 /* Whether the plugin's first device is emulated (lavapipe, PoCL). */
 static bool is_software(const gllmk_discovery *discovery, uint32_t index, char *name,
                         size_t name_size) {
@@ -1589,6 +1605,7 @@ int main(int argc, char **argv) {
     TCase *tc = test_tcase(backend_names[b]);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, op_conformance, b * GLLMK_OP_COUNT, (b + 1) * GLLMK_OP_COUNT);
+    tcase_add_loop_test(tc, decoder_block, b * FLOAT_DTYPE_COUNT, (b + 1) * FLOAT_DTYPE_COUNT);
     suite_add_tcase(suite, tc);
   }
   return test_run_suite(suite);

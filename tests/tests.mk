@@ -18,7 +18,7 @@ CHECK_LIBS   = $(shell pkg-config --libs check)
 TEST_PROGRAMS := tensor_helpers conformance bad_input discovery
 TEST_BINS     := $(TEST_PROGRAMS:%=$(B)/tests/%)
 TEST_COMMON   := tests/testlib.c
-conformance_TEST_SRCS := tests/reference.c
+conformance_TEST_SRCS := tests/reference.c tests/decoder_block.c
 discovery_TEST_LIBS   := -ldl
 
 # Fake plugins for the discovery tests: tests/fake_plugin.c once per variant.
