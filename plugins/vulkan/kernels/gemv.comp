@@ -31,6 +31,9 @@ layout(push_constant) uniform Push {
 } p;
 
 shared float partial[gl_WorkGroupSize.x];
+#if SUBGROUPS
+shared float subgroup_dots[RN * MMAX][gl_WorkGroupSize.x / 4u]; /* [output][subgroup] */
+#endif
 
 void write_out(uint o_base, uint m, uint n, float dot) {
   uint o = o_base + m * p.ldo + n;
@@ -69,11 +72,29 @@ void gemv_nk(uint bz) {
         [[unroll]] for (uint m = 0u; m < MMAX; m++) acc[r][m] = fma(av[m], bv, acc[r][m]);
       }
     }
+#if SUBGROUPS
+    /* All RN * MMAX dot products meet in one exchange: a barrier pair each
+     * (wg_sum) would stall the workgroup RN * MMAX times. */
+    [[unroll]] for (uint r = 0u; r < RN; r++)
+      [[unroll]] for (uint m = 0u; m < MMAX; m++) {
+        float sum = subgroupAdd(acc[r][m]);
+        if (subgroupElect()) subgroup_dots[r * MMAX + m][gl_SubgroupID] = sum;
+      }
+    barrier();
+    if (t < RN * MMAX) {
+      uint r = t / MMAX, m = t % MMAX;
+      float dot = 0.0;
+      for (uint s = 0u; s < gl_NumSubgroups; s++) dot += subgroup_dots[t][s];
+      if (m < p.M && n0 + r < p.N) write_out(o_base, m, n0 + r, dot);
+    }
+    barrier();
+#else
     [[unroll]] for (uint r = 0u; r < RN; r++)
       [[unroll]] for (uint m = 0u; m < MMAX; m++) {
         float dot = wg_sum(acc[r][m]);
         if (t == 0u && m < p.M && n0 + r < p.N) write_out(o_base, m, n0 + r, dot);
       }
+#endif
   }
 }
 
