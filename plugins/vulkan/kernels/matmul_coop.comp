@@ -4,11 +4,16 @@
  * mm_pack.comp: a [batch][Mp][Kp], b [batch or 1][Np][Kp], F16, padded with
  * zeros to the tile sizes, with per-row scales.
  *
- * A workgroup of 8 subgroups (of 32) computes a BM x BN tile: the subgroups
- * form a 2 x 4 grid of 64 x 32 tiles, each 4 x 2 accumulators. K advances in
- * steps of BK through shared memory, the next step's tile prefetched into
- * registers while the current one is multiplied. The epilogue goes through a
- * 16 x 16 F32 staging area per subgroup:
+ * A workgroup computes a BM x BN tile with one subgroup (of 32) per WM x WN
+ * block of it, (WM / 16) x (WN / 16) accumulators each. K advances in steps
+ * of BK = 32 through STAGES shared buffers of a and b rows (16-byte words,
+ * rows padded by one word so that the 8 rows a coopMatLoad reads at once hit
+ * distinct banks). Each step first loads the next step's words from global
+ * memory into registers, multiplies the current buffer, then stores the
+ * registers into the next buffer: with 2 buffers one barrier per step
+ * suffices, with 1 the store waits for a second.
+ *
+ * The epilogue stages each accumulator through the (then idle) tile memory:
  *   out = alpha * scale_a[m] * scale_b[n] * acc + beta * out (+ bias[n]). */
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -16,10 +21,19 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 
-const uint BM = 128, BN = 128, BK = 32;
-const uint WARPS_N = 4;
-const uint FRAGS_M = 4, FRAGS_N = 2; /* 16 x 16 accumulators per subgroup */
-const uint ROW_VEC = (BK + 8u) / 8u; /* shared row stride in uvec4 (8 halves), padded */
+layout(constant_id = 4) const uint BM = 128;
+layout(constant_id = 5) const uint BN = 128;
+layout(constant_id = 6) const uint WM = 64;
+layout(constant_id = 7) const uint WN = 64;
+layout(constant_id = 8) const uint STAGES = 2;
+
+const uint BK = 32;
+const uint ROW_VEC = BK / 8u + 1u; /* shared row stride in uvec4 (8 halves), padded */
+const uint THREADS = gl_WorkGroupSize.x; /* (BM / WM) * (BN / WN) subgroups of 32 */
+const uint WARPS_N = BN / WN;
+const uint FRAGS_M = WM / 16u, FRAGS_N = WN / 16u;
+const uint LOADS_A = BM * BK / 8u / THREADS, LOADS_B = BN * BK / 8u / THREADS;
+const uint STAGE_VEC = (BM + BN) * ROW_VEC; /* one buffer: BM rows of a, then BN of b */
 
 FLOAT_OUT(dst, 0, DTYPE)
 layout(std430, binding = 1) readonly buffer PackedA { uvec4 a_vec[]; };
@@ -37,27 +51,31 @@ layout(push_constant) uniform Push {
   float alpha, beta;
 } p;
 
-shared uvec4 a_tile[BM * ROW_VEC];
-shared uvec4 b_tile[BN * ROW_VEC];
-shared float stage[8u * 256u];
+shared uvec4 tiles[STAGES * STAGE_VEC];
 
-const uint LOADS = BM * BK / 8u / 256u; /* uvec4 per invocation per operand */
-
-void load_global(uint a_base, uint b_base, uint k0, out uvec4 ra[LOADS], out uvec4 rb[LOADS]) {
-  [[unroll]] for (uint i = 0u; i < LOADS; i++) {
-    uint idx = gl_LocalInvocationIndex + i * 256u;
-    uint row = idx / (BK / 8u), col = idx % (BK / 8u);
-    ra[i] = a_vec[(a_base + row * p.k_p + k0) / 8u + col];
-    rb[i] = b_vec[(b_base + row * p.k_p + k0) / 8u + col];
+/* This invocation's words of the K step at k0 (in halves): word i of the
+ * tile is row i / (BK / 8), 16-byte column i % (BK / 8). */
+void load_global(uint a_base, uint b_base, uint k0, out uvec4 ra[LOADS_A], out uvec4 rb[LOADS_B]) {
+  [[unroll]] for (uint i = 0u; i < LOADS_A; i++) {
+    uint w = gl_LocalInvocationIndex + i * THREADS;
+    ra[i] = a_vec[(a_base + (w / (BK / 8u)) * p.k_p + k0) / 8u + w % (BK / 8u)];
+  }
+  [[unroll]] for (uint i = 0u; i < LOADS_B; i++) {
+    uint w = gl_LocalInvocationIndex + i * THREADS;
+    rb[i] = b_vec[(b_base + (w / (BK / 8u)) * p.k_p + k0) / 8u + w % (BK / 8u)];
   }
 }
 
-void store_shared(uvec4 ra[LOADS], uvec4 rb[LOADS]) {
-  [[unroll]] for (uint i = 0u; i < LOADS; i++) {
-    uint idx = gl_LocalInvocationIndex + i * 256u;
-    uint row = idx / (BK / 8u), col = idx % (BK / 8u);
-    a_tile[row * ROW_VEC + col] = ra[i];
-    b_tile[row * ROW_VEC + col] = rb[i];
+void store_shared(uint stage, uvec4 ra[LOADS_A], uvec4 rb[LOADS_B]) {
+  uint base = stage * STAGE_VEC;
+  [[unroll]] for (uint i = 0u; i < LOADS_A; i++) {
+    uint w = gl_LocalInvocationIndex + i * THREADS;
+    tiles[base + (w / (BK / 8u)) * ROW_VEC + w % (BK / 8u)] = ra[i];
+  }
+  base += BM * ROW_VEC;
+  [[unroll]] for (uint i = 0u; i < LOADS_B; i++) {
+    uint w = gl_LocalInvocationIndex + i * THREADS;
+    tiles[base + (w / (BK / 8u)) * ROW_VEC + w % (BK / 8u)] = rb[i];
   }
 }
 
@@ -65,6 +83,7 @@ void main() {
   uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   uint wm = warp / WARPS_N, wn = warp % WARPS_N;
   uint m_tiles = (p.M + BM - 1u) / BM, n_tiles = (p.N + BN - 1u) / BN;
+  uint steps = p.k_p / BK;
   for (uint bz = gl_WorkGroupID.z; bz < p.batch; bz += gl_NumWorkGroups.z)
   for (uint tm = gl_WorkGroupID.y; tm < m_tiles; tm += gl_NumWorkGroups.y)
   for (uint tn = gl_WorkGroupID.x; tn < n_tiles; tn += gl_NumWorkGroups.x) {
@@ -75,37 +94,46 @@ void main() {
     [[unroll]] for (uint i = 0u; i < FRAGS_M; i++)
       [[unroll]] for (uint j = 0u; j < FRAGS_N; j++)
         acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
-    uvec4 ra[LOADS], rb[LOADS];
+    uvec4 ra[LOADS_A], rb[LOADS_B];
+    barrier(); /* the previous tile's epilogue is done with the shared memory */
     load_global(a_base, b_base, 0u, ra, rb);
-    for (uint k0 = 0u; k0 < p.k_p; k0 += BK) {
-      barrier();
-      store_shared(ra, rb);
-      barrier();
-      if (k0 + BK < p.k_p) load_global(a_base, b_base, k0 + BK, ra, rb);
-      [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
+    store_shared(0u, ra, rb);
+    barrier();
+    for (uint s = 0u; s < steps; s++) {
+      if (s + 1u < steps) load_global(a_base, b_base, (s + 1u) * BK, ra, rb);
+      uint a_at = (s % STAGES) * STAGE_VEC + wm * WM * ROW_VEC;
+      uint b_at = (s % STAGES) * STAGE_VEC + (BM + wn * WN) * ROW_VEC;
+      [[unroll]] for (uint kk = 0u; kk < BK / 8u; kk += 2u) { /* 16 halves */
         fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> af[FRAGS_M];
         fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> bf[FRAGS_N];
         [[unroll]] for (uint i = 0u; i < FRAGS_M; i++)
-          coopMatLoadNV(af[i], a_tile, (wm * 64u + i * 16u) * ROW_VEC + kk / 8u, ROW_VEC, false);
+          coopMatLoadNV(af[i], tiles, a_at + i * 16u * ROW_VEC + kk, ROW_VEC, false);
         [[unroll]] for (uint j = 0u; j < FRAGS_N; j++)
-          coopMatLoadNV(bf[j], b_tile, (wn * 32u + j * 16u) * ROW_VEC + kk / 8u, ROW_VEC, true);
+          coopMatLoadNV(bf[j], tiles, b_at + j * 16u * ROW_VEC + kk, ROW_VEC, true);
         [[unroll]] for (uint i = 0u; i < FRAGS_M; i++)
           [[unroll]] for (uint j = 0u; j < FRAGS_N; j++)
             acc[i][j] = coopMatMulAddNV(af[i], bf[j], acc[i][j]);
       }
+      if (s + 1u < steps) {
+        if (STAGES == 1u) barrier();
+        store_shared((s + 1u) % STAGES, ra, rb);
+        barrier();
+      }
     }
+    barrier(); /* every subgroup is done reading the tiles */
+    uint stage = warp * 64u; /* 16 x 16 F32 = 64 words of this subgroup */
     uint o_base = p.out_offset + bz * p.out_batch_stride;
     uint sa_base = bz * p.sa_batch_stride, sb_base = bz * p.sb_batch_stride;
     [[unroll]] for (uint i = 0u; i < FRAGS_M; i++)
       [[unroll]] for (uint j = 0u; j < FRAGS_N; j++) {
-        coopMatStoreNV(acc[i][j], stage, warp * 256u, 16u, false);
+        coopMatStoreNV(acc[i][j], tiles, stage, 4u, false);
         subgroupMemoryBarrierShared();
         subgroupBarrier();
         for (uint e = lane; e < 256u; e += gl_SubgroupSize) {
-          uint m = m0 + wm * 64u + i * 16u + e / 16u, n = n0 + wn * 32u + j * 16u + e % 16u;
+          uint m = m0 + wm * WM + i * 16u + e / 16u, n = n0 + wn * WN + j * 16u + e % 16u;
           if (m < p.M && n < p.N) {
             uint o = o_base + m * p.ldo + n;
-            float v = stage[warp * 256u + e] * scale_a[sa_base + m];
+            float v = uintBitsToFloat(tiles[stage + e / 4u][e % 4u]) * scale_a[sa_base + m];
             v = p.alpha * v * scale_b[sb_base + n];
             if (p.beta != 0.0) v += p.beta * dst_load(o);
             if (p.has_bias != 0u) v += bias_load(p.bias_offset + n);
