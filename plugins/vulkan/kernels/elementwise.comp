@@ -49,9 +49,9 @@ float apply(float x, float y, float z) {
     case OP_MUL_ADD: return x * y + z;
     case OP_SILU: return x * sigmoid(x);
     case OP_GELU_ERF: return gelu_erf(x, DTYPE);
-    case OP_GELU_TANH: return gelu_tanh(x);
+    case OP_GELU_TANH: return gelu_tanh(x, DTYPE);
     case OP_ADD_GELU_ERF: return gelu_erf(x + y, DTYPE);
-    case OP_ADD_GELU_TANH: return gelu_tanh(x + y);
+    case OP_ADD_GELU_TANH: return gelu_tanh(x + y, DTYPE);
     default: return x * sigmoid(x) * y;
   }
 }
