@@ -255,18 +255,30 @@ static gllmk_status run_rope(gllmk_plugin_device *dev, const gllmk_rope_args *ar
   p.tokens = rx.rows / p.heads;
   p.x_stride = rx.row_stride;
   p.out_stride = ro.row_stride;
+  p.frequency_ratio = pow((double)args->theta, -2.0 / args->rotary_dim);
   p.theta = args->theta;
   p.rotary_dim = args->rotary_dim;
   p.style = args->style;
   p.vec = p.head_dim % 8 == 0 && p.rotary_dim % 16 == 0 && rows_aligned16(x, p.x_stride) &&
           rows_aligned16(out, p.out_stride);
-  const uint32_t smem = (uint32_t)(p.rotary_dim / 2) * 16u; /* frequencies and (cos, sin) */
-  if (smem > 48 * 1024)
-    return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_rope: the cuda backend supports rotary_dim up to 6144");
-  const int64_t units = p.heads * (p.vec ? p.rotary_dim / 16 : p.rotary_dim / 2);
+  const enum cuda_kernel_id kernel = CK_rope_f32 + variant(out->dtype);
   /* Enough blocks to fill the device; each walks several tokens. */
-  return cuda_launch(dev, CK_rope_f32 + variant(out->dtype), clamp_u32(p.tokens, 16u * (uint32_t)dev->multiprocessors),
-                     1, 1, block_for(units, 256), smem, &p);
+  const uint32_t blocks = clamp_u32(p.tokens, 16u * (uint32_t)dev->multiprocessors);
+  if (out->dtype != GLLMK_F32) {
+    const uint32_t smem = (uint32_t)(p.rotary_dim / 2) * 16u; /* frequencies and (cos, sin) */
+    if (smem > 48 * 1024)
+      return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_rope: the cuda backend supports 16-bit rotary_dim up to 6144");
+    const int64_t units = p.heads * (p.vec ? p.rotary_dim / 16 : p.rotary_dim / 2);
+    return cuda_launch(dev, kernel, blocks, 1, 1, block_for(units, 256), smem, &p);
+  }
+  /* f32: pairs a thread turns at once and such units per head (as the
+   * kernel counts them); a block of whole heads' units lets each thread keep
+   * one pair group, so each angle it computes serves two heads of a token. */
+  const int64_t pairs = !p.vec ? 1 : p.style == GLLMK_ROPE_NEOX ? 4 : 2;
+  const int64_t per_head = p.rotary_dim / 2 / pairs;
+  const uint32_t threads =
+      per_head <= 256 ? (uint32_t)per_head * clamp_u32(ceil_div(p.heads, 2), (uint32_t)(256 / per_head)) : 256u;
+  return cuda_launch(dev, kernel, blocks, 1, 1, threads, 0, &p);
 }
 
 static gllmk_status run_embedding(gllmk_plugin_device *dev, const gllmk_embedding_args *args) {

@@ -1,7 +1,7 @@
 # cuda plugin: C host code (no CUDA toolkit needed) plus the committed kernel
 # fatbin, embedded with .incbin. `make blobs` rebuilds the fatbin with nvcc.
 cuda_SRCS       := $(wildcard plugins/cuda/*.c)
-cuda_LDLIBS     := -ldl
+cuda_LDLIBS     := -ldl -lm
 cuda_OBJS_EXTRA := $(B)/obj/plugins/cuda/cuda_fatbin_blob.o
 
 CUDA_FATBIN  := blobs/cuda/gllmk-kernels.fatbin

@@ -109,6 +109,18 @@ template <class T> __device__ __forceinline__ void store8(T *p, const float v[8]
   *reinterpret_cast<uint4 *>(p) = u;
 }
 
+/* One 16-byte vector of T (4 f32 or 8 16-bit elements); the address is
+ * 16-byte aligned. */
+template <class T> struct vec16 {
+  static constexpr int elems = 16 / (int)sizeof(T);
+};
+__device__ __forceinline__ void load16(const float *p, float v[4]) { load4(p, v); }
+template <class T> __device__ __forceinline__ void load16(const T *p, float v[8]) { load8(p, v); }
+__device__ __forceinline__ void store16(float *p, const float v[4]) {
+  *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+template <class T> __device__ __forceinline__ void store16(T *p, const float v[8]) { store8(p, v); }
+
 /* Typed pointer from a device address plus an element offset. */
 template <class T> __device__ __forceinline__ T *ptr_at(uint64_t base, int64_t offset) {
   return reinterpret_cast<T *>(base) + offset;

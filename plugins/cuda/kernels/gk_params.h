@@ -52,6 +52,7 @@ typedef struct gk_rope_params {
   uint64_t out, x, positions;
   int64_t tokens, heads, head_dim;
   int64_t out_stride, x_stride;
+  double frequency_ratio; /* theta^(-2 / rotary_dim): pair j turns by pos * ratio^j */
   float theta;
   int32_t rotary_dim;
   int32_t style;
