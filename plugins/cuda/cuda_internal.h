@@ -75,11 +75,6 @@ gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, u
 gllmk_status cuda_launch_cluster(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t gx,
                                  uint32_t cluster_x, uint32_t threads, void *params);
 
-/* How many clusters of `cluster_x` CTAs of `threads` threads of the kernel
- * the GPU holds at once, or 0 if the driver cannot say. */
-uint32_t cuda_resident_clusters(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t cluster_x,
-                                uint32_t threads);
-
 /* A device buffer of at least `bytes` for temporary results of queued work. */
 gllmk_status cuda_scratch(gllmk_plugin_device *dev, size_t bytes, CUdeviceptr *out);
 

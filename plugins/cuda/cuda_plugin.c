@@ -202,35 +202,17 @@ gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, u
                     "cuLaunchKernel");
 }
 
-/* A launch of `gx` CTAs in clusters of `*cluster` (filled in here). */
-static CUlaunchConfig cluster_config(const gllmk_plugin_device *dev, uint32_t gx, uint32_t cluster_x,
-                                     uint32_t threads, CUlaunchAttribute *cluster) {
-  memset(cluster, 0, sizeof *cluster);
-  cluster->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster->value.cluster_dim.x = cluster_x;
-  cluster->value.cluster_dim.y = 1;
-  cluster->value.cluster_dim.z = 1;
-  const CUlaunchConfig config = {gx, 1, 1, threads, 1, 1, 0, dev->stream, cluster, 1};
-  return config;
-}
-
 gllmk_status cuda_launch_cluster(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t gx,
                                  uint32_t cluster_x, uint32_t threads, void *params) {
   CUlaunchAttribute cluster;
-  const CUlaunchConfig config = cluster_config(dev, gx, cluster_x, threads, &cluster);
+  memset(&cluster, 0, sizeof cluster);
+  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  cluster.value.cluster_dim.x = cluster_x;
+  cluster.value.cluster_dim.y = 1;
+  cluster.value.cluster_dim.z = 1;
+  const CUlaunchConfig config = {gx, 1, 1, threads, 1, 1, 0, dev->stream, &cluster, 1};
   void *args[1] = {params};
   return cuda_check(cu.cuLaunchKernelEx(&config, dev->kernels[kernel], args, NULL), "cuLaunchKernelEx");
-}
-
-uint32_t cuda_resident_clusters(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t cluster_x,
-                                uint32_t threads) {
-  CUlaunchAttribute cluster;
-  const CUlaunchConfig config = cluster_config(dev, cluster_x, cluster_x, threads, &cluster);
-  int count = 0;
-  if (!cu.cuOccupancyMaxActiveClusters ||
-      cu.cuOccupancyMaxActiveClusters(&count, dev->kernels[kernel], &config) != CUDA_SUCCESS || count < 0)
-    return 0;
-  return (uint32_t)count;
 }
 
 gllmk_status cuda_scratch(gllmk_plugin_device *dev, size_t bytes, CUdeviceptr *out) {

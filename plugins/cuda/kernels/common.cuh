@@ -41,13 +41,15 @@ template <> __device__ __forceinline__ bf16 from_f32<bf16>(float v) { return __f
 template <class T> __device__ __forceinline__ float load1(const T *p) { return to_f32(*p); }
 template <class T> __device__ __forceinline__ void store1(T *p, float v) { *p = from_f32<T>(v); }
 
-/* The elements of one 16-byte vector already in registers (4 f32 or 8
- * 16-bit ones); the pointer only selects the dtype. */
-__device__ __forceinline__ void decode16(const float *, uint4 u, float v[4]) {
-  v[0] = __uint_as_float(u.x); v[1] = __uint_as_float(u.y);
-  v[2] = __uint_as_float(u.z); v[3] = __uint_as_float(u.w);
+/* Eight consecutive elements; the address is 16-byte aligned. */
+__device__ __forceinline__ void load8(const float *p, float v[8]) {
+  const float4 a = reinterpret_cast<const float4 *>(p)[0];
+  const float4 b = reinterpret_cast<const float4 *>(p)[1];
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+  v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
 }
-__device__ __forceinline__ void decode16(const f16 *, uint4 u, float v[8]) {
+__device__ __forceinline__ void load8(const f16 *p, float v[8]) {
+  const uint4 u = *reinterpret_cast<const uint4 *>(p);
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
@@ -57,27 +59,14 @@ __device__ __forceinline__ void decode16(const f16 *, uint4 u, float v[8]) {
     v[2 * i + 1] = f.y;
   }
 }
-__device__ __forceinline__ void decode16(const bf16 *, uint4 u, float v[8]) {
+__device__ __forceinline__ void load8(const bf16 *p, float v[8]) {
+  const uint4 u = *reinterpret_cast<const uint4 *>(p);
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     v[2 * i] = __uint_as_float(w[i] << 16);
     v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
-}
-
-/* Eight consecutive elements; the address is 16-byte aligned. */
-__device__ __forceinline__ void load8(const float *p, float v[8]) {
-  const float4 a = reinterpret_cast<const float4 *>(p)[0];
-  const float4 b = reinterpret_cast<const float4 *>(p)[1];
-  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-  v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-}
-__device__ __forceinline__ void load8(const f16 *p, float v[8]) {
-  decode16(p, *reinterpret_cast<const uint4 *>(p), v);
-}
-__device__ __forceinline__ void load8(const bf16 *p, float v[8]) {
-  decode16(p, *reinterpret_cast<const uint4 *>(p), v);
 }
 
 /* Four consecutive elements; the address is aligned to four elements. */

@@ -1,6 +1,6 @@
 /*
  * norms.cu - rmsnorm, add_rmsnorm, layernorm and softmax: one block per row
- * (softmax of long rows on sm_90: a cluster of blocks per row, below).
+ * (softmax of long f32 rows on sm_90: one cluster of blocks per row, below).
  *
  * When the row fits (at most CACHED_UNITS 8-element units per thread, 16-byte
  * aligned) each thread keeps its part of the row in registers, so the row is
@@ -242,7 +242,7 @@ __device__ __forceinline__ softmax_state warp_merge(softmax_state v) {
   return v;
 }
 
-/* softmax(scale * x) of rows longer than one block's registers hold, on
+/* softmax(scale * x) of f32 rows longer than one block's registers hold, on
  * sm_90: a cluster of CTAs shares each row, every thread holding
  * GK_SOFTMAX_THREAD_ELEMS elements of it in registers from one batch of
  * 16-byte loads, so the row is read once and written once. A thread turns its
@@ -250,44 +250,26 @@ __device__ __forceinline__ softmax_state warp_merge(softmax_state v) {
  * sum) into one pair in shared memory, and after a cluster barrier every warp
  * merges the cluster's pairs through distributed shared memory. Waiting for
  * the other CTAs to finish reading this CTA's pair is left until after the
- * stores.
- * The clusters are as many as are resident at once, each looping over rows,
- * and a thread issues the loads of its part of the cluster's next row before
- * it reduces and stores the current one: with one cluster per row, all CTAs
- * of a wave read, then all wait, then all write, and the reads and writes
- * did not overlap (f32 [131, 128256] at 70% of copy on an H100). */
-template <class T, int vecs>
-__device__ __forceinline__ void load_row_part(const gk_norm_params &p, int64_t r, int64_t first, int64_t step,
-                                              uint4 raw[vecs]) {
-  constexpr int per_vec = vec16<T>::elems;
-  const T *x = ptr_at<const T>(p.x, r * p.x_stride);
-  /* Vectors past the row's end load its last one instead (masked later),
-   * so that the loads need no branches and all go out before any use. */
-#pragma unroll
-  for (int i = 0; i < vecs; i++)
-    raw[i] = *reinterpret_cast<const uint4 *>(x + min(first + i * step, p.cols - per_vec));
-}
-
-template <class T> __device__ void softmax_cluster_impl(const gk_norm_params &p) {
+ * stores. */
+GK_KERNEL __launch_bounds__(GK_SOFTMAX_CLUSTER_THREADS, 2) gk_softmax_cluster_f32(const gk_norm_params p) {
 #if __CUDA_ARCH__ >= 900
-  constexpr int per_vec = vec16<T>::elems, vecs = GK_SOFTMAX_THREAD_ELEMS / per_vec;
+  constexpr int per_vec = 4, vecs = GK_SOFTMAX_THREAD_ELEMS / per_vec;
   __shared__ softmax_state warp_pair[32];
   __shared__ float2 cta_pair;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t ctas = cluster_ctas();
-  const int64_t clusters = cluster_count_x();
   /* Column of this thread's i-th 16-byte vector: consecutive threads take
    * consecutive vectors of the CTA's part of the row. */
   const int64_t first = ((int64_t)cluster_rank() * blockDim.x * vecs + threadIdx.x) * per_vec;
   const int64_t step = (int64_t)blockDim.x * per_vec;
-  uint4 next[vecs];
-  int64_t r = cluster_index_x();
-  if (r < p.rows) load_row_part<T, vecs>(p, r, first, step, next);
-  for (; r < p.rows; r += clusters) {
+  for (int64_t r = cluster_index_x(); r < p.rows; r += cluster_count_x()) {
+    const float *x = ptr_at<const float>(p.x, r * p.x_stride);
+    float *out = ptr_at<float>(p.out, r * p.out_stride);
     float v[GK_SOFTMAX_THREAD_ELEMS], m = -INFINITY;
+    /* Vectors past the row's end load its last one instead (masked below),
+     * so that the loads need no branches and all go out before any use. */
 #pragma unroll
-    for (int i = 0; i < vecs; i++) decode16((const T *)nullptr, next[i], v + i * per_vec);
-    if (r + clusters < p.rows) load_row_part<T, vecs>(p, r + clusters, first, step, next);
+    for (int i = 0; i < vecs; i++) load4(x + min(first + i * step, p.cols - per_vec), v + i * per_vec);
 #pragma unroll
     for (int i = 0; i < vecs; i++) {
       float *vi = v + i * per_vec;
@@ -325,7 +307,6 @@ template <class T> __device__ void softmax_cluster_impl(const gk_norm_params &p)
     row = warp_merge(row);
     cluster_arrive(); /* done with the other CTAs' pairs */
     const float factor = m == -INFINITY ? 0.0f : expf(m - row.m) / row.s;
-    T *out = ptr_at<T>(p.out, r * p.out_stride);
 #pragma unroll
     for (int i = 0; i < vecs; i++) {
       const int64_t c = first + i * step;
@@ -333,7 +314,7 @@ template <class T> __device__ void softmax_cluster_impl(const gk_norm_params &p)
       float *vi = v + i * per_vec;
 #pragma unroll
       for (int e = 0; e < per_vec; e++) vi[e] *= factor;
-      store16(out + c, vi);
+      *reinterpret_cast<float4 *>(out + c) = make_float4(vi[0], vi[1], vi[2], vi[3]);
     }
     cluster_wait(); /* the others have read this CTA's pair: it may change */
   }
@@ -344,6 +325,3 @@ GK_FLOAT_KERNELS(rmsnorm, rmsnorm_impl, gk_norm_params, __launch_bounds__(512))
 GK_FLOAT_KERNELS(add_rmsnorm, add_rmsnorm_impl, gk_norm_params, __launch_bounds__(512))
 GK_FLOAT_KERNELS(layernorm, layernorm_impl, gk_norm_params, __launch_bounds__(512))
 GK_FLOAT_KERNELS(softmax, softmax_impl, gk_norm_params, __launch_bounds__(1024))
-/* One CTA per multiprocessor: the registers hold a row part and the next one. */
-GK_FLOAT_KERNELS(softmax_cluster, softmax_cluster_impl, gk_norm_params,
-                 __launch_bounds__(GK_SOFTMAX_CLUSTER_THREADS, 1))
