@@ -78,6 +78,12 @@ ifdef CPU_TEST_PLUGINS
 CHECK_RUNS     += $(CPU_CONFORMANCE)
 CHECK_PREREQS  += $(CPU_TEST_PLUGINS)
 endif
+# The vulkan plugin's portable shader form (plugins/vulkan/tests.mk), on
+# lavapipe: an emulated device, so not under valgrind.
+ifdef VK_TEST_PLUGIN
+CHECK_RUNS     += $(VK_TEST_CONFORMANCE)
+CHECK_PREREQS  += $(VK_TEST_PLUGIN)
+endif
 
 .PHONY: check check-valgrind test-programs
 test-programs: $(CHECK_PREREQS)

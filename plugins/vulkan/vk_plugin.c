@@ -19,6 +19,19 @@ static pthread_mutex_t vk_probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static int vk_probed;
 static char vk_probe_reason[512];
 
+/* Test builds only (plugins/vulkan/tests.mk): the plugin again as
+ * "vulkan-portable", giving every device the portable shader form (16-bit
+ * values in 32-bit words, reductions through shared memory), so that the
+ * conformance suite runs that form on lavapipe too, which would get the
+ * native one. */
+#ifdef GLLMK_VK_TEST_PORTABLE
+#define VK_PLUGIN_NAME "vulkan-portable"
+#define VK_ALLOW_NATIVE 0
+#else
+#define VK_PLUGIN_NAME "vulkan"
+#define VK_ALLOW_NATIVE 1
+#endif
+
 const char *vk_result_name(VkResult result) {
   switch (result) {
 #define VK_RESULT_CASE(r) case r: return #r;
@@ -230,7 +243,7 @@ static int vk_examine(VkPhysicalDevice pd, vk_physical *phys, char *why, size_t 
   phys->vendor_id = props.properties.vendorID;
   phys->subgroup_size = subgroup.subgroupSize;
   uint32_t needed_ops = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
-  phys->native = f11.storageBuffer16BitAccess &&
+  phys->native = VK_ALLOW_NATIVE && f11.storageBuffer16BitAccess &&
                  (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                  (subgroup.supportedOperations & needed_ops) == needed_ops &&
                  subgroup.subgroupSize >= 4;
@@ -367,7 +380,7 @@ void vk_describe(char *text, size_t text_size) {
 static const gllmk_plugin vk_plugin = {
     .struct_size = sizeof(gllmk_plugin),
     .abi_version = GLLMK_PLUGIN_ABI_VERSION,
-    .name = "vulkan",
+    .name = VK_PLUGIN_NAME,
     .kind = GLLMK_BACKEND_VULKAN,
     .version = "0.1.0",
     .probe = vk_probe,
