@@ -159,6 +159,14 @@ static void expect_fill_works(gllmk_context *ctx) {
   gllmk_buffer_free(buffer);
 }
 
+/* A context with these options lands on `backend` and runs an op there. */
+static void expect_context_on(const gllmk_context_options *options, const char *backend) {
+  gllmk_context *ctx = create(options);
+  ck_assert_str_eq(gllmk_context_backend(ctx), backend);
+  expect_fill_works(ctx);
+  gllmk_context_destroy(ctx);
+}
+
 /* ------------------------------------------------------- rejections */
 
 START_TEST(wrong_abi_major_is_rejected) {
@@ -222,12 +230,10 @@ START_TEST(no_device_keeps_the_plugins_reason) {
   expect_state(d, "gllmk-cpu.so", GLLMK_PLUGIN_SELECTED, NULL);
   gllmk_discovery_free(d);
 
-  gllmk_context *ctx = create(&options);
-  ck_assert_str_eq(gllmk_context_backend(ctx), "cpu");
-  gllmk_context_destroy(ctx);
+  expect_context_on(&options, "cpu");
 
   options.backend = "fakenodev";
-  ctx = NULL;
+  gllmk_context *ctx = NULL;
   ck_assert_int_eq(gllmk_context_create(&options, &ctx), GLLMK_ERR_NO_BACKEND);
   ck_assert_msg(test_contains(gllmk_last_error(), "fakenodev"), "message \"%s\"",
                 gllmk_last_error());
@@ -286,10 +292,7 @@ START_TEST(forced_cpu_is_used) {
   expect_state(d, "gllmk-cpu.so", GLLMK_PLUGIN_SELECTED, NULL);
   expect_state(d, "gllmk-fakevk.so", GLLMK_PLUGIN_AVAILABLE, NULL);
   gllmk_discovery_free(d);
-  gllmk_context *ctx = create(&options);
-  ck_assert_str_eq(gllmk_context_backend(ctx), "cpu");
-  expect_fill_works(ctx);
-  gllmk_context_destroy(ctx);
+  expect_context_on(&options, "cpu");
 }
 END_TEST
 
@@ -304,9 +307,7 @@ START_TEST(excluded_plugin_is_skipped) {
   expect_state(d, "gllmk-fakevk.so", GLLMK_PLUGIN_EXCLUDED, NULL);
   expect_state(d, "gllmk-cpu.so", GLLMK_PLUGIN_SELECTED, NULL);
   gllmk_discovery_free(d);
-  gllmk_context *ctx = create(&options);
-  ck_assert_str_eq(gllmk_context_backend(ctx), "cpu");
-  gllmk_context_destroy(ctx);
+  expect_context_on(&options, "cpu");
 }
 END_TEST
 
@@ -318,12 +319,10 @@ START_TEST(software_device_only_when_forced) {
   expect_state(d, "gllmk-cpu.so", GLLMK_PLUGIN_SELECTED, NULL);
   expect_state(d, "gllmk-fakesw.so", GLLMK_PLUGIN_AVAILABLE, "software");
   gllmk_discovery_free(d);
-  gllmk_context *ctx = create(&options);
-  ck_assert_str_eq(gllmk_context_backend(ctx), "cpu");
-  gllmk_context_destroy(ctx);
+  expect_context_on(&options, "cpu");
 
   options.backend = "fakesw";
-  ctx = create(&options);
+  gllmk_context *ctx = create(&options);
   ck_assert_str_eq(gllmk_context_backend(ctx), "fakesw");
   gllmk_device_info info;
   ck_assert_int_eq(gllmk_context_device_info(ctx, &info), GLLMK_OK);
@@ -384,10 +383,7 @@ START_TEST(bad_plugins_never_stop_the_others) {
   expect_state(d, "x.so", GLLMK_PLUGIN_REJECTED, NULL);
   gllmk_discovery_free(d);
 
-  gllmk_context *ctx = create(&options);
-  ck_assert_str_eq(gllmk_context_backend(ctx), "cpu");
-  expect_fill_works(ctx);
-  gllmk_context_destroy(ctx);
+  expect_context_on(&options, "cpu");
 }
 END_TEST
 
