@@ -580,6 +580,36 @@ GK_ATTENTION_ROWS_KERNEL(bf16, bf16, 256)
 
 /* ------------------------------------------------ tensor-core attention */
 
+/* The end of both tensor-core kernels: a thread owns rows row0 and row0 + 8
+ * of the query tile, with its part l[hr] of each row's sum (the 4 threads of
+ * a quad share a row) and the row's max m[hr] in log2 units; acc(i, e) is
+ * element e of its n8 chunk i of the output, e = 2 hr + {0, 1} for row hr.
+ * Writes out = acc / sum and, if asked, the row's natural log-sum-exp. */
+template <class T, int DP, class Acc>
+__device__ __forceinline__ void write_attention_rows(const gk_attention_params &p, int b, int h, int sq, int d,
+                                                     int row0, int lane, const float (&m)[2], const float (&l)[2],
+                                                     Acc acc) {
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    float total = l[hr];
+    total += __shfl_xor_sync(0xffffffffu, total, 1);
+    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    const int row = row0 + 8 * hr;
+    if (row >= sq) continue;
+    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+    T *out = ptr_at<T>(p.out, (((int64_t)b * sq + row) * p.q_heads + h) * p.out_stride);
+#pragma unroll
+    for (int i = 0; i < DP / 8; i++) {
+      const int c = 8 * i + 2 * (lane & 3);
+      if (c < d) *reinterpret_cast<uint32_t *>(out + c) = pack2(out, acc(i, 2 * hr) * inv, acc(i, 2 * hr + 1) * inv);
+    }
+    if (p.lse && (lane & 3) == 0)
+      reinterpret_cast<float *>(p.lse)[((int64_t)b * p.q_heads + h) * p.lse_stride + row] =
+          total > 0.0f ? m[hr] * 0.69314718055994531f + logf(total) : -INFINITY;
+  }
+}
+
+
 template <class T, int DP>
 __device__ void attention_mma_impl(const gk_attention_params &p) {
 #if __CUDA_ARCH__ >= 800
@@ -734,25 +764,7 @@ __device__ void attention_mma_impl(const gk_attention_params &p) {
   }
   cp_async_wait<0>();
 
-#pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
-    float total = l[hr];
-    total += __shfl_xor_sync(0xffffffffu, total, 1);
-    total += __shfl_xor_sync(0xffffffffu, total, 2);
-    const int row = row0 + 8 * hr;
-    if (row >= sq) continue;
-    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-    T *out = ptr_at<T>(p.out, (((int64_t)b * sq + row) * p.q_heads + h) * p.out_stride);
-#pragma unroll
-    for (int i = 0; i < DP / 8; i++) {
-      const int c = 8 * i + 2 * (lane & 3);
-      if (c < d)
-        *reinterpret_cast<uint32_t *>(out + c) = pack2(out, o[i][2 * hr] * inv, o[i][2 * hr + 1] * inv);
-    }
-    if (p.lse && (lane & 3) == 0)
-      reinterpret_cast<float *>(p.lse)[((int64_t)b * p.q_heads + h) * p.lse_stride + row] =
-          total > 0.0f ? m[hr] * 0.69314718055994531f + logf(total) : -INFINITY;
-  }
+  write_attention_rows<T, DP>(p, b, h, sq, d, row0, lane, m, l, [&](int i, int e) { return o[i][e]; });
 #endif
 }
 
@@ -997,25 +1009,7 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const gk_attenti
   }
   cp_async_wait<0>();
 
-#pragma unroll
-  for (int hr = 0; hr < 2; hr++) {
-    float total = l[hr];
-    total += __shfl_xor_sync(0xffffffffu, total, 1);
-    total += __shfl_xor_sync(0xffffffffu, total, 2);
-    const int row = row0 + 8 * hr;
-    if (row >= sq) continue;
-    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-    T *out = ptr_at<T>(p.out, (((int64_t)b * sq + row) * p.q_heads + h) * p.out_stride);
-#pragma unroll
-    for (int j = 0; j < DP / 8; j++) {
-      const int c = 8 * j + 2 * (lane & 3);
-      if (c < d)
-        *reinterpret_cast<uint32_t *>(out + c) = pack2(out, o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
-    }
-    if (p.lse && (lane & 3) == 0)
-      reinterpret_cast<float *>(p.lse)[((int64_t)b * p.q_heads + h) * p.lse_stride + row] =
-          total > 0.0f ? m[hr] * 0.69314718055994531f + logf(total) : -INFINITY;
-  }
+  write_attention_rows<T, DP>(p, b, h, sq, d, row0, lane, m, l, [&](int i, int e) { return o[4 * i + e]; });
 #endif
 }
 
