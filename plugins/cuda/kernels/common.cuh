@@ -231,28 +231,19 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 /* ------------------------------------------------------- clusters (sm_90) */
 
 #if __CUDA_ARCH__ >= 900
+/* A 32-bit special register, e.g. "cluster_ctarank". */
+#define GK_SPECIAL_REGISTER(name, reg)            \
+  __device__ __forceinline__ uint32_t name() {    \
+    uint32_t v;                                   \
+    asm("mov.u32 %0, %%" reg ";\n" : "=r"(v));    \
+    return v;                                     \
+  }
 /* This CTA's rank in its cluster and the cluster's size in CTAs. */
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t cluster_ctas() {
-  uint32_t n;
-  asm("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
-  return n;
-}
+GK_SPECIAL_REGISTER(cluster_rank, "cluster_ctarank")
+GK_SPECIAL_REGISTER(cluster_ctas, "cluster_nctarank")
 /* The cluster's index along x in the grid, and the grid's clusters along x. */
-__device__ __forceinline__ uint32_t cluster_index_x() {
-  uint32_t i;
-  asm("mov.u32 %0, %%clusterid.x;\n" : "=r"(i));
-  return i;
-}
-__device__ __forceinline__ uint32_t cluster_count_x() {
-  uint32_t n;
-  asm("mov.u32 %0, %%nclusterid.x;\n" : "=r"(n));
-  return n;
-}
+GK_SPECIAL_REGISTER(cluster_index_x, "clusterid.x")
+GK_SPECIAL_REGISTER(cluster_count_x, "nclusterid.x")
 
 /* The cluster barrier in its two halves: every thread of every CTA arrives
  * (releasing its earlier shared-memory writes to the cluster), and waits
