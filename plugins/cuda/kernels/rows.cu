@@ -13,6 +13,16 @@ __device__ __forceinline__ void rope_angle(double pos, double frequency, float &
   sincosf((float)fma(-two_pi, rint(a * inv_two_pi), a), &s, &c);
 }
 
+/* Features rotary_dim .. head_dim - 1 of token t's heads, which rope copies
+ * unchanged when out is not x (the block's threads share them). */
+template <class T> __device__ __forceinline__ void rope_copy_tail(const gk_rope_params &p, int64_t t) {
+  const int64_t tail = p.head_dim - p.rotary_dim;
+  for (int64_t u = threadIdx.x; u < p.heads * tail; u += blockDim.x) {
+    const int64_t h = u / tail, c = p.rotary_dim + u % tail;
+    *ptr_at<T>(p.out, (t * p.heads + h) * p.out_stride + c) = *ptr_at<const T>(p.x, (t * p.heads + h) * p.x_stride + c);
+  }
+}
+
 /* A unit is what a thread turns at once: with `vec`, NeoX pairs (j, j + half)
  * for the W j's of the 16-byte vector at W g (W = 16 / sizeof(T)), or GPT-J's
  * W / 2 pairs inside the 16-byte vector at W g; else one pair, g. Threads
@@ -83,14 +93,7 @@ template <class T> __device__ void rope_impl(const gk_rope_params &p) {
         }
       }
     }
-    if (copy_tail) {
-      const int64_t tail = p.head_dim - p.rotary_dim;
-      for (int64_t u = threadIdx.x; u < p.heads * tail; u += blockDim.x) {
-        const int64_t h = u / tail, c = p.rotary_dim + u % tail;
-        *ptr_at<T>(p.out, (t * p.heads + h) * p.out_stride + c) =
-            *ptr_at<const T>(p.x, (t * p.heads + h) * p.x_stride + c);
-      }
-    }
+    if (copy_tail) rope_copy_tail<T>(p, t);
   }
 }
 
@@ -155,14 +158,7 @@ template <class T> __device__ void rope_shared_impl(const gk_rope_params &p) {
         store1(out + i1, x0 * cs.y + x1 * cs.x);
       }
     }
-    if (copy_tail) {
-      const int64_t tail = d - p.rotary_dim;
-      for (int64_t u = threadIdx.x; u < p.heads * tail; u += blockDim.x) {
-        const int64_t h = u / tail, c = p.rotary_dim + u % tail;
-        *ptr_at<T>(p.out, (t * p.heads + h) * p.out_stride + c) =
-            *ptr_at<const T>(p.x, (t * p.heads + h) * p.x_stride + c);
-      }
-    }
+    if (copy_tail) rope_copy_tail<T>(p, t);
   }
 }
 
