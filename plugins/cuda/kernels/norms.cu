@@ -314,7 +314,7 @@ GK_KERNEL __launch_bounds__(GK_SOFTMAX_CLUSTER_THREADS, 2) gk_softmax_cluster_f3
       float *vi = v + i * per_vec;
 #pragma unroll
       for (int e = 0; e < per_vec; e++) vi[e] *= factor;
-      *reinterpret_cast<float4 *>(out + c) = make_float4(vi[0], vi[1], vi[2], vi[3]);
+      store16(out + c, vi);
     }
     cluster_wait(); /* the others have read this CTA's pair: it may change */
   }
