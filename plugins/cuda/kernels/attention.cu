@@ -609,7 +609,6 @@ __device__ __forceinline__ void write_attention_rows(const gk_attention_params &
   }
 }
 
-
 template <class T, int DP>
 __device__ void attention_mma_impl(const gk_attention_params &p) {
 #if __CUDA_ARCH__ >= 800
