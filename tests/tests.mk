@@ -57,6 +57,29 @@ $(B)/tests/fake/%.so: $(B)/obj/tests/fake/%.o
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(ALL_LDFLAGS) -o $@ $<
 
+# A test-only variant of a plugin, for code paths this machine would not
+# take: $(call plugin_test_variant,NAME,PLUGIN,SOURCE,FLAGS) builds the
+# plugin's objects with plugins/PLUGIN/SOURCE.c compiled again with FLAGS
+# (which make it call itself NAME) into $(B)/tests/NAME/gllmk-NAME.so, alone
+# in its directory, and adds a conformance run of it to `make check` (not to
+# check-valgrind: valgrind runs the plugins as this machine uses them).
+# Never installed.
+TEST_VARIANT_PLUGINS :=
+TEST_VARIANT_RUNS    :=
+define plugin_test_variant
+TEST_VARIANT_PLUGINS += $$(B)/tests/$(1)/gllmk-$(1).so
+TEST_VARIANT_RUNS    += '$$(B)/tests/conformance --plugin-dir $$(B)/tests/$(1) --backend $(1)'
+
+$$(B)/obj/plugins/$(2)/$(3)_$(1)_test.o: plugins/$(2)/$(3).c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(ALL_CFLAGS) $$($(2)_CFLAGS) $(4) -MMD -MP -c $$< -o $$@
+
+$$(B)/tests/$(1)/gllmk-$(1).so: $$(filter-out $$(B)/obj/plugins/$(2)/$(3).o,$$($(2)_OBJS)) \
+                                $$(B)/obj/plugins/$(2)/$(3)_$(1)_test.o
+	@mkdir -p $$(dir $$@)
+	$$(CC) -shared $$(ALL_LDFLAGS) -o $$@ $$^ $$($(2)_LDLIBS)
+endef
+
 # A plugin's own tests (plugins/<name>/tests.mk), e.g. check-hsa.
 -include $(wildcard plugins/*/tests.mk)
 
@@ -72,18 +95,10 @@ CHECK_RUNS     += '$(HSA_TEST_BIN)' '$(HSA_POCL_CONFORMANCE)'
 VALGRIND_RUNS  += '$(HSA_TEST_BIN)'
 CHECK_PREREQS  += $(HSA_TEST_BIN) $(HSA_POCL_PLUGIN)
 endif
-# The cpu plugin's lower SIMD levels (plugins/cpu/tests.mk), through the
-# conformance suite; valgrind runs the machine's own level only.
-ifdef CPU_TEST_PLUGINS
-CHECK_RUNS     += $(CPU_CONFORMANCE)
-CHECK_PREREQS  += $(CPU_TEST_PLUGINS)
-endif
-# The vulkan plugin's portable shader form (plugins/vulkan/tests.mk), on
-# lavapipe: an emulated device, so not under valgrind.
-ifdef VK_TEST_PLUGIN
-CHECK_RUNS     += $(VK_TEST_CONFORMANCE)
-CHECK_PREREQS  += $(VK_TEST_PLUGIN)
-endif
+# Plugin variants (plugin_test_variant above): the cpu plugin's lower SIMD
+# levels, the vulkan plugin's portable shader form.
+CHECK_RUNS     += $(TEST_VARIANT_RUNS)
+CHECK_PREREQS  += $(TEST_VARIANT_PLUGINS)
 
 .PHONY: check check-valgrind test-programs
 test-programs: $(CHECK_PREREQS)
