@@ -48,20 +48,14 @@ static void softmax_step_generic(float *row, int64_t visible, int64_t width, flo
   for (int64_t j = visible; j < width; j++) row[j] = 0.0f;
 }
 
-/* Element i of a row stored as dtype, as F32. */
-static float element_f32(int32_t dtype, const void *row, int64_t i) {
-  if (dtype == GLLMK_F32) return ((const float *)row)[i];
-  uint16_t h = ((const uint16_t *)row)[i];
-  return dtype == GLLMK_F16 ? cpu_f16_to_f32(h) : cpu_bf16_to_f32(h);
-}
-
 static void scores_generic(int32_t dtype, int64_t rows, int64_t keys, int64_t d, const float *q,
                            int64_t ldq, const void *const *k_rows, float scale, float *s,
                            int64_t lds) {
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < keys; j++) {
       float sum = 0.0f;
-      for (int64_t i = 0; i < d; i++) sum += q[r * ldq + i] * element_f32(dtype, k_rows[j], i);
+      for (int64_t i = 0; i < d; i++)
+        sum += q[r * ldq + i] * cpu_element_f32(dtype, k_rows[j], i);
       s[r * lds + j] = scale * sum;
     }
 }
@@ -72,7 +66,7 @@ static void accumulate_generic(int32_t dtype, int64_t rows, int64_t keys, int64_
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < keys; j++)
       for (int64_t i = 0; i < d; i++)
-        o[r * ldo + i] += p[r * ldp + j] * element_f32(dtype, v_rows[j], i);
+        o[r * ldo + i] += p[r * ldp + j] * cpu_element_f32(dtype, v_rows[j], i);
 }
 
 static const cpu_attention_direct attention_direct_generic = {scores_generic, accumulate_generic};

@@ -57,6 +57,12 @@ static inline float cpu_bf16_to_f32(uint16_t h) {
   return v.f;
 }
 uint16_t cpu_f32_to_bf16(float f);
+/* Element i of a row stored as dtype (F32, F16 or BF16), as F32. */
+static inline float cpu_element_f32(int32_t dtype, const void *row, int64_t i) {
+  if (dtype == GLLMK_F32) return ((const float *)row)[i];
+  uint16_t h = ((const uint16_t *)row)[i];
+  return dtype == GLLMK_F16 ? cpu_f16_to_f32(h) : cpu_bf16_to_f32(h);
+}
 
 /* Row conversions between storage and F32, SIMD where the CPU has it.
  * `src`/`dst` point at the first element; elements are contiguous. */

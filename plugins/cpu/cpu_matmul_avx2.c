@@ -113,13 +113,6 @@ static ALWAYS_INLINE __m256 load8(int32_t dtype, const void *p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* Element i of b as F32. */
-static ALWAYS_INLINE float load1(int32_t dtype, const void *p, int64_t i) {
-  if (dtype == GLLMK_F32) return ((const float *)p)[i];
-  uint16_t h = ((const uint16_t *)p)[i];
-  return dtype == GLLMK_F16 ? cpu_f16_to_f32(h) : cpu_bf16_to_f32(h);
-}
-
 static ALWAYS_INLINE float sum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -154,7 +147,8 @@ static ALWAYS_INLINE void nk_rows(int32_t dtype, int m, int rows, int64_t k, con
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++) {
       float s = sum8(acc[i][r]);
-      for (int64_t t = kk; t < k; t++) s += a[i * lda + t] * load1(dtype, b + r * b_row_bytes, t);
+      for (int64_t t = kk; t < k; t++)
+        s += a[i * lda + t] * cpu_element_f32(dtype, b + r * b_row_bytes, t);
       out[i * ldo + r] = s;
     }
   }
@@ -202,7 +196,8 @@ static ALWAYS_INLINE void kn_rows(int32_t dtype, int m, int rows, int64_t kk, co
     for (int i = 0; i < m; i++)
 #pragma GCC unroll 4
       for (int r = 0; r < rows; r++)
-        out[i * ldo + n] += a[i * lda + kk + r] * load1(dtype, b0 + r * b_row_bytes, n);
+        out[i * ldo + n] +=
+            a[i * lda + kk + r] * cpu_element_f32(dtype, b0 + r * b_row_bytes, n);
 }
 
 static ALWAYS_INLINE void kn_body(int32_t dtype, int m, int64_t k, const float *a, int64_t lda,
