@@ -6,6 +6,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "cpu_avx2.h"
 #include "cpu_gemm.h"
 
 /* Small loops over vector registers carry "#pragma GCC unroll": fully
@@ -86,14 +87,6 @@ void cpu_softmax_step_avx2(float *row, int64_t visible, int64_t width, float *ma
 
 /* ---------------------------------------------------- unpacked products */
 
-/* 8 elements at p (F32, F16 or BF16) as F32. */
-static ALWAYS_INLINE __m256 load8(int32_t dtype, const void *p) {
-  if (dtype == GLLMK_F32) return _mm256_loadu_ps(p);
-  __m128i h = _mm_loadu_si128(p);
-  if (dtype == GLLMK_F16) return _mm256_cvtph_ps(h);
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
 /* Element i of a row stored as dtype. */
 static ALWAYS_INLINE const void *element(int32_t dtype, const void *row, int64_t i) {
   return (const char *)row + i * (dtype == GLLMK_F32 ? 4 : 2);
@@ -117,7 +110,7 @@ static ALWAYS_INLINE void scores_block(int32_t dtype, int rows, int64_t d, const
   for (int64_t i = 0; i < d; i += 8) {
     __m256 kv[4];
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) kv[j] = load8(dtype, element(dtype, k[j], i));
+    for (int j = 0; j < 4; j++) kv[j] = cpu_avx2_load8_f32(dtype, element(dtype, k[j], i));
 #pragma GCC unroll 2
     for (int r = 0; r < rows; r++) {
       __m256 qv = _mm256_loadu_ps(q + r * ldq + i);
@@ -165,7 +158,8 @@ static ALWAYS_INLINE void accumulate_block(int32_t dtype, int rows, int vecs, in
   for (int64_t j = 0; j < keys; j++) {
     __m256 v[4];
 #pragma GCC unroll 4
-    for (int c = 0; c < vecs; c++) v[c] = load8(dtype, element(dtype, v_rows[j], i + 8 * c));
+    for (int c = 0; c < vecs; c++)
+      v[c] = cpu_avx2_load8_f32(dtype, element(dtype, v_rows[j], i + 8 * c));
 #pragma GCC unroll 2
     for (int r = 0; r < rows; r++) {
       __m256 pj = _mm256_broadcast_ss(p + r * ldp + j);

@@ -7,6 +7,7 @@
  */
 #include <immintrin.h>
 
+#include "cpu_avx2.h"
 #include "cpu_gemm.h"
 
 /* Small loops over vector registers carry "#pragma GCC unroll": fully
@@ -105,14 +106,6 @@ static void pack_rows_avx2(const float *const *rows, int64_t count, int64_t cols
 
 /* ------------------------------------------------------------------- GEMV */
 
-/* 8 elements of b as F32. */
-static ALWAYS_INLINE __m256 load8(int32_t dtype, const void *p) {
-  if (dtype == GLLMK_F32) return _mm256_loadu_ps(p);
-  __m128i h = _mm_loadu_si128(p);
-  if (dtype == GLLMK_F16) return _mm256_cvtph_ps(h);
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
 static ALWAYS_INLINE float sum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -134,7 +127,8 @@ static ALWAYS_INLINE void nk_rows(int32_t dtype, int m, int rows, int64_t k, con
   for (; kk + 8 <= k; kk += 8) {
     __m256 bv[4];
 #pragma GCC unroll 4
-    for (int r = 0; r < rows; r++) bv[r] = load8(dtype, b + r * b_row_bytes + (size_t)kk * esize);
+    for (int r = 0; r < rows; r++)
+      bv[r] = cpu_avx2_load8_f32(dtype, b + r * b_row_bytes + (size_t)kk * esize);
 #pragma GCC unroll 4
     for (int i = 0; i < m; i++) {
       __m256 av = _mm256_loadu_ps(a + i * lda + kk);
@@ -181,7 +175,8 @@ static ALWAYS_INLINE void kn_rows(int32_t dtype, int m, int rows, int64_t kk, co
   for (; n + 8 <= n_count; n += 8) {
     __m256 bv[4];
 #pragma GCC unroll 4
-    for (int r = 0; r < rows; r++) bv[r] = load8(dtype, b0 + r * b_row_bytes + (size_t)n * esize);
+    for (int r = 0; r < rows; r++)
+      bv[r] = cpu_avx2_load8_f32(dtype, b0 + r * b_row_bytes + (size_t)n * esize);
 #pragma GCC unroll 4
     for (int i = 0; i < m; i++) {
       float *o = out + i * ldo + n;
