@@ -63,12 +63,27 @@ typedef struct vk_physical {
   uint32_t queue_family;
   uint32_t vendor_id;
   int native;     /* 16-bit storage and subgroup arithmetic: the "native" kernels */
-  int coopmat_nv; /* VK_NV_cooperative_matrix with 16x16x16 f16 -> f32 */
+  int coopmat_nv; /* VK_NV_cooperative_matrix with 16x16x16 f16 -> f32, VK_COOP_SHARED */
   uint32_t subgroup_size;
 } vk_physical;
 
 extern vk_physical vk_physicals[VK_MAX_PHYSICAL];
 extern uint32_t vk_physical_count;
+
+/* matmul_coop.comp's tiles: BM x BN per workgroup, 64 x 64 per subgroup of
+ * 32, K steps of BK through STAGES shared buffers; and the smallest M and N
+ * worth packing for. On an H100 128 x 256 with one buffer beat 128 x 128
+ * with two (166 against 140 TFLOP/s at 4096^3); 48 KiB of shared memory
+ * does not hold two buffers of 128 x 256. */
+enum {
+  VK_COOP_BM = 128,
+  VK_COOP_BN = 256,
+  VK_COOP_STAGES = 1,
+  VK_COOP_BK = 32,
+  VK_COOP_MIN = 32
+};
+/* Its shared memory: STAGES buffers of BM + BN rows of BK halves plus 8 of padding. */
+enum { VK_COOP_SHARED = VK_COOP_STAGES * (VK_COOP_BM + VK_COOP_BN) * (VK_COOP_BK + 8) * 2 };
 
 /* ---------------------------------------------------------------- kernels */
 

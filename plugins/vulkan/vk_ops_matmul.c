@@ -87,21 +87,6 @@ static gllmk_status vk_matmul_gemv(gllmk_plugin_device *dev, const gllmk_matmul_
 
 /* ------------------------------------------------ cooperative matrices */
 
-/* matmul_coop.comp's tiles: BM x BN per workgroup, 64 x 64 per subgroup of
- * 32, K steps of BK through STAGES shared buffers; and the smallest M and N
- * worth packing for. On an H100 128 x 256 with one buffer beat 128 x 128
- * with two (166 against 140 TFLOP/s at 4096^3); 48 KiB of shared memory
- * does not hold two buffers of 128 x 256. */
-enum {
-  VK_COOP_BM = 128,
-  VK_COOP_BN = 256,
-  VK_COOP_STAGES = 1,
-  VK_COOP_BK = 32,
-  VK_COOP_MIN = 32
-};
-/* Its shared memory: STAGES buffers of BM + BN rows of BK halves plus 8 of padding. */
-enum { VK_COOP_SHARED = VK_COOP_STAGES * (VK_COOP_BM + VK_COOP_BN) * (VK_COOP_BK + 8) * 2 };
-
 static uint64_t vk_round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
 /* Where one operand's packed copy and scales live in dev->scratch. */
@@ -165,7 +150,6 @@ static gllmk_status vk_matmul_coop(gllmk_plugin_device *dev, const gllmk_matmul_
   uint64_t end = vk_packed_layout(&pa, vk_round_up(M, VK_COOP_BM), k_p, batch, 0, align);
   end = vk_packed_layout(&pb, vk_round_up(N, VK_COOP_BN), k_p, b_count, end, align);
   /* 32-bit indices in halves, and bindable in one range each. */
-  if (dev->phys->limits.maxComputeSharedMemorySize < VK_COOP_SHARED) return GLLMK_ERR_UNSUPPORTED;
   uint64_t limit = dev->phys->limits.maxStorageBufferRange;
   if (pa.data_bytes / 2 > UINT32_MAX || pb.data_bytes / 2 > UINT32_MAX || pa.data_bytes > limit ||
       pb.data_bytes > limit)

@@ -149,10 +149,13 @@ static void vk_format_uuid(const uint8_t *u, char *out, size_t size) {
 }
 
 /* Whether the device multiplies 16x16x16 F16 tiles into F32 per subgroup of
- * 32 through VK_NV_cooperative_matrix (what matmul_coop.comp uses). */
-static int vk_has_coopmat_nv(VkPhysicalDevice pd, const VkPhysicalDeviceVulkan12Features *f12,
+ * 32 through VK_NV_cooperative_matrix, with the shared memory of
+ * matmul_coop.comp's tiles (what that kernel needs). */
+static int vk_has_coopmat_nv(VkPhysicalDevice pd, const VkPhysicalDeviceLimits *limits,
+                             const VkPhysicalDeviceVulkan12Features *f12,
                              const VkPhysicalDeviceSubgroupProperties *subgroup) {
-  if (!vk_api.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV || !f12->shaderFloat16 ||
+  if (limits->maxComputeSharedMemorySize < VK_COOP_SHARED ||
+      !vk_api.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV || !f12->shaderFloat16 ||
       !f12->vulkanMemoryModel || subgroup->subgroupSize != 32 ||
       !vk_has_extension(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
     return 0;
@@ -247,7 +250,7 @@ static int vk_examine(VkPhysicalDevice pd, vk_physical *phys, char *why, size_t 
                  (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                  (subgroup.supportedOperations & needed_ops) == needed_ops &&
                  subgroup.subgroupSize >= 4;
-  phys->coopmat_nv = phys->native && vk_has_coopmat_nv(pd, &f12, &subgroup);
+  phys->coopmat_nv = phys->native && vk_has_coopmat_nv(pd, lim, &f12, &subgroup);
 
   gllmk_device_info *info = &phys->info;
   snprintf(info->name, sizeof info->name, "%.127s", name);
