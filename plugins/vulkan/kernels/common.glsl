@@ -350,7 +350,7 @@ float normal_tail_short(float a) {
 
 /* Standard normal CDF for a result of dtype dt: accurate in both tails for
  * F32; the short tail for F16/BF16, whose gelu is bound by arithmetic, not
- * memory (81% -> 90% of copy on an H100 with a shorter erfc than F32's). */
+ * memory (bf16 gelu on an H100: 81% of copy with F32's erfc, 88% with this). */
 float normal_cdf(float x, uint dt) {
   float c = dt == DT_F32 ? 0.5 * erfc_nonneg(abs(x) * 0.70710678118654752)
                          : normal_tail_short(abs(x));
