@@ -71,18 +71,22 @@ static double *host_array(block_run *run, int64_t n) {
   return run->host_arrays[run->host_array_count++] = array;
 }
 
-static size_t dtype_size(gllmk_dtype dtype) { return dtype == GLLMK_F32 ? 4 : 2; }
+/* A device buffer of `bytes`, freed with the run. */
+static gllmk_buffer *new_buffer(block_run *run, uint64_t bytes) {
+  ck_assert_int_lt(run->buffer_count, MAX_BUFFERS);
+  gllmk_buffer **buffer = &run->buffers[run->buffer_count++];
+  must(gllmk_buffer_alloc(run->ctx, bytes, buffer), "gllmk_buffer_alloc");
+  return *buffer;
+}
 
 /* A fresh dense tensor of the run's dtype, every bit set (NaN in each float
  * dtype) so that an element the op never writes shows. */
 static gllmk_tensor poisoned(block_run *run, int32_t ndim, const int64_t *shape) {
-  ck_assert_int_lt(run->buffer_count, MAX_BUFFERS);
-  uint64_t bytes = (uint64_t)product(ndim, shape) * dtype_size(run->dtype);
-  gllmk_buffer **buffer = &run->buffers[run->buffer_count++];
-  must(gllmk_buffer_alloc(run->ctx, bytes, buffer), "gllmk_buffer_alloc");
-  must(gllmk_buffer_fill(*buffer, 0, bytes, 0xff), "gllmk_buffer_fill");
+  uint64_t bytes = (uint64_t)product(ndim, shape) * gllmk_dtype_size(run->dtype);
+  gllmk_buffer *buffer = new_buffer(run, bytes);
+  must(gllmk_buffer_fill(buffer, 0, bytes, 0xff), "gllmk_buffer_fill");
   gllmk_tensor tensor;
-  must(gllmk_tensor_make(*buffer, 0, run->dtype, ndim, shape, &tensor), "gllmk_tensor_make");
+  must(gllmk_tensor_make(buffer, 0, run->dtype, ndim, shape, &tensor), "gllmk_tensor_make");
   return tensor;
 }
 
@@ -91,14 +95,14 @@ static gllmk_tensor poisoned(block_run *run, int32_t ndim, const int64_t *shape)
 static gllmk_tensor random_tensor(block_run *run, int32_t ndim, const int64_t *shape, double lo,
                                   double hi, double *host) {
   int64_t n = product(ndim, shape);
-  uint8_t *encoded = malloc((size_t)n * dtype_size(run->dtype));
+  uint8_t *encoded = malloc((size_t)n * gllmk_dtype_size(run->dtype));
   ck_assert_ptr_nonnull(encoded);
   for (int64_t i = 0; i < n; i++) {
     host[i] = test_round(run->dtype, test_rng_uniform(&run->rng, lo, hi));
     test_store(run->dtype, encoded, i, host[i]);
   }
   gllmk_tensor tensor = poisoned(run, ndim, shape);
-  must(gllmk_buffer_write(tensor.buffer, 0, encoded, (uint64_t)n * dtype_size(run->dtype)),
+  must(gllmk_buffer_write(tensor.buffer, 0, encoded, (uint64_t)n * gllmk_dtype_size(run->dtype)),
        "gllmk_buffer_write");
   free(encoded);
   return tensor;
@@ -136,7 +140,7 @@ static void ref_linear(int64_t rows, int64_t n, int64_t k, const double *a, cons
  * than the dtype allows, measured against want's root mean square. */
 static void expect_residual(block_run *run, const gllmk_tensor *residual, const double *want,
                             int64_t n, const char *stage) {
-  size_t size = dtype_size(run->dtype);
+  size_t size = gllmk_dtype_size(run->dtype);
   uint8_t *raw = malloc((size_t)n * size);
   ck_assert_ptr_nonnull(raw);
   must(gllmk_buffer_read(residual->buffer, 0, raw, (uint64_t)n * size), "gllmk_buffer_read");
@@ -195,10 +199,7 @@ void decoder_block_check(gllmk_context *ctx, gllmk_dtype dtype, bool small, uint
   /* Positions continue a prefix of random length, as after a cached prompt. */
   int32_t first_position = (int32_t)test_rng_int(&run.rng, 0, 3000);
   for (int64_t t = 0; t < T; t++) positions[t] = first_position + (int32_t)t;
-  gllmk_buffer *positions_buffer;
-  must(gllmk_buffer_alloc(ctx, sizeof(int32_t) * (uint64_t)T, &positions_buffer),
-       "gllmk_buffer_alloc");
-  run.buffers[run.buffer_count++] = positions_buffer;
+  gllmk_buffer *positions_buffer = new_buffer(&run, sizeof(int32_t) * (uint64_t)T);
   must(gllmk_buffer_write(positions_buffer, 0, positions, sizeof(int32_t) * (uint64_t)T),
        "gllmk_buffer_write");
   gllmk_tensor positions_t;
