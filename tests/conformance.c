@@ -566,8 +566,7 @@ static gllmk_status run_activation(activation act, const gllmk_tensor *out, cons
   return gllmk_gelu(S.ctx, &(gllmk_gelu_args){out, x, kind});
 }
 
-/* act(x) or, with_bias, gelu(x + bias). */
-/* x uniform in [-range, range]. */
+/* act(x) or, with_bias, gelu(x + bias), for x uniform in [-range, range]. */
 static void activation_case(activation act, bool with_bias, gllmk_dtype dtype, shape s,
                             bool in_place, double range) {
   const char *what = label("%s%s %s %s x in [-%g, %g]%s", with_bias ? "add_" : "",
@@ -1481,16 +1480,21 @@ static void teardown(void) {
 }
 
 /* Loop index = backend * GLLMK_OP_COUNT + op. */
-START_TEST(op_conformance) {
-  int backend = _i / GLLMK_OP_COUNT;
-  gllmk_op op = (gllmk_op)(_i % GLLMK_OP_COUNT);
+/* Starts test `op` on backend number `backend`: the state, the random
+ * stream, and a context forced onto that backend. */
+static void begin_test(int backend, const char *op, uint64_t stream) {
   S.backend = backend_names[backend];
-  S.op = gllmk_op_name(op);
+  S.op = op;
   S.quick = test_opts.quick || backend_is_software[backend];
-  S.rng = test_rng_for((uint64_t)_i);
+  S.rng = test_rng_for(stream);
   gllmk_context_options options = {.backend = S.backend, .plugin_dir = test_opts.plugin_dir};
   must(gllmk_context_create(&options, &S.ctx), "gllmk_context_create");
   ck_assert_str_eq(gllmk_context_backend(S.ctx), S.backend);
+}
+
+START_TEST(op_conformance) {
+  gllmk_op op = (gllmk_op)(_i % GLLMK_OP_COUNT);
+  begin_test(_i / GLLMK_OP_COUNT, gllmk_op_name(op), (uint64_t)_i);
   conf_cases[op]();
   ck_assert_msg(S.failures == 0, "%s on %s: %d sub-case(s) failed (listed above); seed %llu",
                 S.op, S.backend, S.failures, (unsigned long long)test_opts.seed);
@@ -1500,14 +1504,9 @@ END_TEST
 /* Loop index = backend * FLOAT_DTYPE_COUNT + dtype: one decoder layer built
  * from the ops above (tests/decoder_block.c). */
 START_TEST(decoder_block) {
-  int backend = _i / FLOAT_DTYPE_COUNT;
-  S.backend = backend_names[backend];
-  S.op = "decoder_block";
-  gllmk_context_options options = {.backend = S.backend, .plugin_dir = test_opts.plugin_dir};
-  must(gllmk_context_create(&options, &S.ctx), "gllmk_context_create");
-  decoder_block_check(S.ctx, float_dtypes[_i % FLOAT_DTYPE_COUNT],
-                      test_opts.quick || backend_is_software[backend],
-                      GLLMK_OP_COUNT * MAX_BACKENDS + (uint64_t)_i);
+  const uint64_t stream = GLLMK_OP_COUNT * MAX_BACKENDS + (uint64_t)_i; /* after the ops' */
+  begin_test(_i / FLOAT_DTYPE_COUNT, "decoder_block", stream);
+  decoder_block_check(S.ctx, float_dtypes[_i % FLOAT_DTYPE_COUNT], S.quick, stream);
 }
 END_TEST
 
