@@ -762,12 +762,15 @@ static void conf_softmax(void) {
       softmax_case(float_dtypes[d], shapes[i], 3.5f, true);
     }
   /* Vocabulary-long rows (a backend may split one row over several blocks),
-   * one of them with a length that leaves a partial last block, and more long
-   * rows than a GPU has multiprocessors. */
+   * one of them with a length that leaves a partial last block, more long
+   * rows than a GPU has multiprocessors, and rows too long for one
+   * multiprocessor to keep on chip, in place, again more of them than a GPU
+   * has multiprocessors. */
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     softmax_case(float_dtypes[d], SHAPE(2, S.quick ? 20000 : 128256), 1.0f, false);
     softmax_case(float_dtypes[d], SHAPE(3, S.quick ? 16388 : 40004), 0.125f, true);
     softmax_case(float_dtypes[d], SHAPE(S.quick ? 150 : 300, 16392), 0.5f, false);
+    softmax_case(float_dtypes[d], SHAPE(S.quick ? 3 : 134, 200008), 0.25f, true);
   }
 }
 

@@ -59,33 +59,6 @@ enum {
   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0, /* out-of-bounds elements read as zeros */
 };
 
-/* cuLaunchKernelEx (CUDA 11.8): a launch with attributes, here the cluster
- * shape. An attribute is its id, padding to 8 bytes, then a 64-byte value. */
-enum {
-  CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
-};
-
-typedef struct CUlaunchAttribute {
-  int id;
-  int pad_;
-  union {
-    unsigned char bytes[64];
-    uint64_t align_;
-    struct {
-      unsigned int x, y, z;
-    } cluster_dim;
-  } value;
-} CUlaunchAttribute;
-
-typedef struct CUlaunchConfig {
-  unsigned int grid_x, grid_y, grid_z;
-  unsigned int block_x, block_y, block_z;
-  unsigned int shared_bytes;
-  CUstream stream;
-  CUlaunchAttribute *attributes;
-  unsigned int attribute_count;
-} CUlaunchConfig;
-
 /* cuGetProcAddress_v2 */
 typedef enum CUdriverProcAddressQueryResult {
   CU_GET_PROC_ADDRESS_SUCCESS = 0,

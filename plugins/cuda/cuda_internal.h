@@ -57,6 +57,10 @@ struct gllmk_plugin_device {
   size_t scratch_size;
 };
 
+/* Dynamic shared memory a softmax_stash block uses at most: all a block may
+ * opt in to, less room for the kernel's static shared memory. */
+static inline int cuda_softmax_stash_smem(const gllmk_plugin_device *dev) { return dev->smem_optin - 1024; }
+
 /* Makes the device's context current for the calling thread / restores the
  * previous one. Every entry point that calls the driver brackets with these. */
 gllmk_status cuda_enter(gllmk_plugin_device *dev);
@@ -69,11 +73,6 @@ gllmk_status cuda_check(CUresult result, const char *what);
 /* Launches a kernel whose only parameter is *params. */
 gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t gx, uint32_t gy,
                          uint32_t gz, uint32_t threads, uint32_t smem, void *params);
-
-/* Launches a kernel in clusters of `cluster_x` CTAs along x (gx a multiple
- * of it); needs sm_90 and cu.cuLaunchKernelEx. */
-gllmk_status cuda_launch_cluster(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t gx,
-                                 uint32_t cluster_x, uint32_t threads, void *params);
 
 /* A device buffer of at least `bytes` for temporary results of queued work. */
 gllmk_status cuda_scratch(gllmk_plugin_device *dev, size_t bytes, CUdeviceptr *out);

@@ -205,20 +205,18 @@ static gllmk_status launch_norm(gllmk_plugin_device *dev, int family, const gllm
   }
   p.vec = vec;
   const int64_t units = vec ? p.cols / 8 : p.cols;
-  /* F32 softmax rows longer than one block keeps in registers (two units a
-   * thread, 1024 threads): on sm_90 a cluster of CTAs keeps each row on
-   * chip, so it is read once rather than twice. On an H200 that took
-   * [131, 128256] from 62 to 55 us; for bf16 the same kernel was slower
-   * (77 us against 70), so 16-bit rows keep the one-block kernel. */
-  const int64_t cluster_reach = (int64_t)GK_SOFTMAX_CLUSTER_MAX * GK_SOFTMAX_CLUSTER_THREADS * GK_SOFTMAX_THREAD_ELEMS;
-  if (family == CK_softmax_f32 && out->dtype == GLLMK_F32 && vec && units > 2 * 1024 && p.cols <= cluster_reach &&
-      dev->sm >= 90 && cu.cuLaunchKernelEx) {
-    const int64_t cta_reach = (int64_t)GK_SOFTMAX_CLUSTER_THREADS * GK_SOFTMAX_THREAD_ELEMS;
-    const uint32_t ctas = (uint32_t)ceil_div(p.cols, cta_reach);
-    const uint32_t threads =
-        block_for(ceil_div(ceil_div(p.cols, ctas), GK_SOFTMAX_THREAD_ELEMS), GK_SOFTMAX_CLUSTER_THREADS);
-    const uint32_t clusters = clamp_u32(p.rows, MAX_GRID_X / ctas); /* more rows loop */
-    return cuda_launch_cluster(dev, CK_softmax_cluster_f32, clusters * ctas, ctas, threads, &p);
+  /* Softmax rows longer than one block keeps in registers (two units a
+   * thread, 1024 threads): one block per multiprocessor keeps as much of
+   * each row as fits in registers and shared memory, so that it is read from
+   * DRAM once (softmax_stash_impl). */
+  const int64_t vecs = p.cols / (16 / (int64_t)elem_size(out));
+  if (family == CK_softmax_f32 && vec && units > 2 * 1024 && vecs <= INT32_MAX) {
+    const int64_t per_thread = ceil_div(vecs, GK_SOFTMAX_STASH_THREADS);
+    const int64_t room = cuda_softmax_stash_smem(dev) / (16 * GK_SOFTMAX_STASH_THREADS);
+    const int64_t rest = per_thread - GK_SOFTMAX_STASH_REGS;
+    p.stash_vecs = (int32_t)(rest < 0 ? 0 : rest < room ? rest : room);
+    return cuda_launch(dev, CK_softmax_stash_f32 + variant(out->dtype), clamp_u32(p.rows, (uint32_t)dev->multiprocessors),
+                       1, 1, GK_SOFTMAX_STASH_THREADS, (uint32_t)p.stash_vecs * 16 * GK_SOFTMAX_STASH_THREADS, &p);
   }
   /* Two units a thread (what the kernels keep in registers); softmax rows
    * are usually a vocabulary long and stream, so it takes bigger blocks. */

@@ -202,19 +202,6 @@ gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, u
                     "cuLaunchKernel");
 }
 
-gllmk_status cuda_launch_cluster(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t gx,
-                                 uint32_t cluster_x, uint32_t threads, void *params) {
-  CUlaunchAttribute cluster;
-  memset(&cluster, 0, sizeof cluster);
-  cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  cluster.value.cluster_dim.x = cluster_x;
-  cluster.value.cluster_dim.y = 1;
-  cluster.value.cluster_dim.z = 1;
-  const CUlaunchConfig config = {gx, 1, 1, threads, 1, 1, 0, dev->stream, &cluster, 1};
-  void *args[1] = {params};
-  return cuda_check(cu.cuLaunchKernelEx(&config, dev->kernels[kernel], args, NULL), "cuLaunchKernelEx");
-}
-
 gllmk_status cuda_scratch(gllmk_plugin_device *dev, size_t bytes, CUdeviceptr *out) {
   if (dev->scratch_size < bytes) {
     /* Queued work may still read the old buffer. */
@@ -250,6 +237,7 @@ static int kernel_smem_limit(const gllmk_plugin_device *dev, int id) {
   if (id >= CK_attention_rows_f16_d64 && id <= CK_attention_rows_bf16_d256)
     return GK_ATTENTION_ROWS_SMEM(64 << ((id - CK_attention_rows_f16_d64) / 2));
   if (id >= CK_attention_simt_f32 && id <= CK_attention_simt_bf16) return dev->smem_optin;
+  if (id >= CK_softmax_stash_f32 && id <= CK_softmax_stash_bf16) return cuda_softmax_stash_smem(dev);
   return 0;
 }
 

@@ -121,6 +121,35 @@ __device__ __forceinline__ void store16(float *p, const float v[4]) {
 }
 template <class T> __device__ __forceinline__ void store16(T *p, const float v[8]) { store8(p, v); }
 
+/* The elements of one 16-byte vector held in a register quadruple, and back. */
+__device__ __forceinline__ void unpack16(float *, uint4 u, float v[4]) {
+  v[0] = __uint_as_float(u.x); v[1] = __uint_as_float(u.y);
+  v[2] = __uint_as_float(u.z); v[3] = __uint_as_float(u.w);
+}
+__device__ __forceinline__ void unpack16(bf16 *, uint4 u, float v[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    v[2 * i] = __uint_as_float(w[i] << 16);
+    v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void unpack16(f16 *, uint4 u, float v[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&w[i]));
+    v[2 * i] = f.x;
+    v[2 * i + 1] = f.y;
+  }
+}
+__device__ __forceinline__ uint4 pack16(float *, const float v[4]) {
+  return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+}
+template <class T> __device__ __forceinline__ uint4 pack16(T *tag, const float v[8]) {
+  return make_uint4(pack2(tag, v[0], v[1]), pack2(tag, v[2], v[3]), pack2(tag, v[4], v[5]), pack2(tag, v[6], v[7]));
+}
+
 /* Typed pointer from a device address plus an element offset. */
 template <class T> __device__ __forceinline__ T *ptr_at(uint64_t base, int64_t offset) {
   return reinterpret_cast<T *>(base) + offset;
@@ -227,40 +256,5 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
 }
-
-/* ------------------------------------------------------- clusters (sm_90) */
-
-#if __CUDA_ARCH__ >= 900
-/* A 32-bit special register, e.g. "cluster_ctarank". */
-#define GK_SPECIAL_REGISTER(name, reg)            \
-  __device__ __forceinline__ uint32_t name() {    \
-    uint32_t v;                                   \
-    asm("mov.u32 %0, %%" reg ";\n" : "=r"(v));    \
-    return v;                                     \
-  }
-/* This CTA's rank in its cluster and the cluster's size in CTAs. */
-GK_SPECIAL_REGISTER(cluster_rank, "cluster_ctarank")
-GK_SPECIAL_REGISTER(cluster_ctas, "cluster_nctarank")
-/* The cluster's index along x in the grid, and the grid's clusters along x. */
-GK_SPECIAL_REGISTER(cluster_index_x, "clusterid.x")
-GK_SPECIAL_REGISTER(cluster_count_x, "nclusterid.x")
-
-/* The cluster barrier in its two halves: every thread of every CTA arrives
- * (releasing its earlier shared-memory writes to the cluster), and waits
- * until all have arrived (acquiring theirs). Work between the two overlaps
- * the other CTAs' progress. */
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
-
-/* The float2 at `local`'s place in the shared memory of CTA `rank` of the
- * cluster (distributed shared memory). */
-__device__ __forceinline__ float2 cluster_load(const float2 *local, uint32_t rank) {
-  uint32_t remote;
-  float2 v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
-  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
-  return v;
-}
-#endif
 
 #endif /* GLLMK_CUDA_COMMON_CUH_ */

@@ -44,7 +44,7 @@ typedef struct gk_norm_params {
   int64_t out_stride, x_stride, residual_stride;
   float eps, scale;
   int32_t vec;
-  int32_t pad_;
+  int32_t stash_vecs; /* softmax_stash: 16-byte vectors per thread in shared memory */
 } gk_norm_params;
 
 /* rope on rows (token, head) of head_dim elements. */
@@ -177,12 +177,10 @@ typedef struct gk_sample_params {
 #define GK_GEMV_KN_OUTPUTS 64
 #define GK_SAMPLE_THREADS 256
 #define GK_NORM_MAX_THREADS 512
-/* softmax_cluster: each thread holds this many elements of a row in
- * registers, a CTA has at most this many threads, and a cluster at most the
- * portable 8 CTAs, so rows up to 8 * 512 * 32 = 131072 columns. */
-#define GK_SOFTMAX_THREAD_ELEMS 32
-#define GK_SOFTMAX_CLUSTER_THREADS 512
-#define GK_SOFTMAX_CLUSTER_MAX 8
+/* softmax_stash: threads of its one block per multiprocessor, and the
+ * 16-byte vectors of a row each keeps in registers. */
+#define GK_SOFTMAX_STASH_THREADS 1024
+#define GK_SOFTMAX_STASH_REGS 8
 #define GK_ATTENTION_WARPS 4   /* SIMT attention: one query row per warp */
 #define GK_ATTENTION_KEYS 32   /* keys per tile (one per lane) */
 #define GK_ATTENTION_MMA_ROWS 64 /* query rows per block (16 per warp) */

@@ -1,6 +1,6 @@
 /*
  * norms.cu - rmsnorm, add_rmsnorm, layernorm and softmax: one block per row
- * (softmax of long f32 rows on sm_90: one cluster of blocks per row, below).
+ * (softmax of rows longer than that: one block per multiprocessor, below).
  *
  * When the row fits (at most CACHED_UNITS 8-element units per thread, 16-byte
  * aligned) each thread keeps its part of the row in registers, so the row is
@@ -223,105 +223,116 @@ template <class T> __device__ void softmax_impl(const gk_norm_params &p) {
     map_row(out, x, p.cols, p.vec, [&](int64_t, float v) { return expf(v * scale - row_max) * inv; });
 }
 
-/* The pair of the union of two sets of values. */
-__device__ __forceinline__ softmax_state merge(softmax_state a, const softmax_state &b) {
-  const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return a; /* both empty */
-  a.s = a.s * expf(a.m - m) + b.s * expf(b.m - m);
-  a.m = m;
-  return a;
-}
-__device__ __forceinline__ softmax_state warp_merge(softmax_state v) {
+/* Running (max, sum of 2^(t - max)) of values t in log2 units, taken a
+ * vector at a time: one comparison per element and one 2^x, rather than
+ * softmax_state's branch per element. */
+struct softmax_log2_state {
+  float m = -INFINITY, s = 0.0f;
+  template <int N> __device__ __forceinline__ void add(const float (&t)[N]) {
+    float top = t[0];
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    softmax_state other;
-    other.m = __shfl_xor_sync(0xffffffffu, v.m, o);
-    other.s = __shfl_xor_sync(0xffffffffu, v.s, o);
-    v = merge(v, other);
+    for (int e = 1; e < N; e++) top = fmaxf(top, t[e]);
+    if (top == -INFINITY) return; /* adds nothing; keeps -inf - -inf out */
+    if (top > m) {
+      s *= exp2_ftz(m - top);
+      m = top;
+    }
+#pragma unroll
+    for (int e = 0; e < N; e++) s += exp2_ftz(t[e] - m);
   }
-  return v;
-}
+};
 
-/* softmax(scale * x) of f32 rows longer than one block's registers hold, on
- * sm_90: a cluster of CTAs shares each row, every thread holding
- * GK_SOFTMAX_THREAD_ELEMS elements of it in registers from one batch of
- * 16-byte loads, so the row is read once and written once. A thread turns its
- * values into exp(v - its max) at once; each CTA merges its threads' (max,
- * sum) into one pair in shared memory, and after a cluster barrier every warp
- * merges the cluster's pairs through distributed shared memory. Waiting for
- * the other CTAs to finish reading this CTA's pair is left until after the
- * stores. */
-GK_KERNEL __launch_bounds__(GK_SOFTMAX_CLUSTER_THREADS, 2) gk_softmax_cluster_f32(const gk_norm_params p) {
-#if __CUDA_ARCH__ >= 900
-  constexpr int per_vec = 4, vecs = GK_SOFTMAX_THREAD_ELEMS / per_vec;
-  __shared__ softmax_state warp_pair[32];
-  __shared__ float2 cta_pair;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const uint32_t ctas = cluster_ctas();
-  /* Column of this thread's i-th 16-byte vector: consecutive threads take
-   * consecutive vectors of the CTA's part of the row. */
-  const int64_t first = ((int64_t)cluster_rank() * blockDim.x * vecs + threadIdx.x) * per_vec;
-  const int64_t step = (int64_t)blockDim.x * per_vec;
-  for (int64_t r = cluster_index_x(); r < p.rows; r += cluster_count_x()) {
-    const float *x = ptr_at<const float>(p.x, r * p.x_stride);
-    float *out = ptr_at<float>(p.out, r * p.out_stride);
-    float v[GK_SOFTMAX_THREAD_ELEMS], m = -INFINITY;
-    /* Vectors past the row's end load its last one instead (masked below),
-     * so that the loads need no branches and all go out before any use. */
+/* softmax(scale * x) of rows longer than one block keeps in registers: one
+ * block per multiprocessor, looping over rows. Thread t takes the row's
+ * 16-byte vectors t, t + T, t + 2T, ...: the first GK_SOFTMAX_STASH_REGS stay
+ * in registers, the next p.stash_vecs are copied into shared memory with
+ * cp.async, and the rest are read twice, the second time newest first so that
+ * it hits L2. What stays on chip is read from DRAM once; the rest too as long
+ * as it fits in L2 for every row in flight (one per multiprocessor). Unlike
+ * several blocks per row, one block per row keeps the work in one wave when
+ * there are about as many rows as multiprocessors ([131, 128256] f32 on an
+ * H100: 352 KiB of each 501 KiB row on chip). The exponentials are
+ * ex2.approx of values scaled to log2 units by one multiply (two MUFU
+ * operations per element in all): with expf the arithmetic, not memory, was
+ * the limit. */
+template <class T> __device__ void softmax_stash_impl(const gk_norm_params &p) {
+  constexpr int per_vec = vec16<T>::elems, regs = GK_SOFTMAX_STASH_REGS, batch = 2, reread = 4;
+  extern __shared__ uint4 stash[];
+  __shared__ float scratch[32];
+  const int threads = (int)blockDim.x;
+  const int vecs = (int)(p.cols / per_vec); /* the host checks that it fits */
+  const int per_thread = (vecs + threads - 1) / threads;
+  const int on_chip = min(per_thread, regs + p.stash_vecs);
+  const float to_log2 = p.scale * 1.4426950408889634f; /* scale * log2(e) */
+  /* The thread's k-th vector of the row, and its slot in shared memory. */
+  auto index = [&](int k) { return (int)threadIdx.x + k * threads; };
+  auto slot = [&](int k) -> uint4 & { return stash[(k - regs) * threads + threadIdx.x]; };
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const uint4 *x = reinterpret_cast<const uint4 *>(ptr_at<const T>(p.x, r * p.x_stride));
+    uint4 *out = reinterpret_cast<uint4 *>(ptr_at<T>(p.out, r * p.out_stride));
+    uint4 held[regs];
 #pragma unroll
-    for (int i = 0; i < vecs; i++) load4(x + min(first + i * step, p.cols - per_vec), v + i * per_vec);
+    for (int k = 0; k < regs; k++)
+      if (index(k) < vecs) held[k] = __ldcs(x + index(k));
+    for (int k = regs; k < on_chip; k++)
+      if (index(k) < vecs) cp_async16(&slot(k), x + index(k), 16);
+    cp_async_commit();
+    softmax_log2_state st;
+    auto add = [&](uint4 u) {
+      float t[per_vec];
+      unpack16((T *)nullptr, u, t);
 #pragma unroll
-    for (int i = 0; i < vecs; i++) {
-      float *vi = v + i * per_vec;
-      const bool inside = first + i * step < p.cols;
+      for (int e = 0; e < per_vec; e++) t[e] *= to_log2;
+      st.add(t);
+    };
+    /* In the order the data arrive: registers, the streamed part (`batch`
+     * loads in flight; a vector past the row's end loads the row's last one
+     * instead and is not counted), shared memory. */
 #pragma unroll
-      for (int e = 0; e < per_vec; e++) {
-        vi[e] = inside ? vi[e] * p.scale : -INFINITY;
-        m = fmaxf(m, vi[e]);
-      }
+    for (int k = 0; k < regs; k++)
+      if (index(k) < vecs) add(held[k]);
+    for (int k = on_chip; k < per_thread; k += batch) {
+      uint4 u[batch];
+#pragma unroll
+      for (int b = 0; b < batch; b++) u[b] = __ldcg(x + min(index(k + b), vecs - 1));
+#pragma unroll
+      for (int b = 0; b < batch; b++)
+        if (k + b < per_thread && index(k + b) < vecs) add(u[b]);
     }
-    const float shift = m == -INFINITY ? 0.0f : m; /* no -inf - -inf */
-    softmax_state mine;
-    mine.m = m;
+    cp_async_wait<0>();
+    for (int k = regs; k < on_chip; k++)
+      if (index(k) < vecs) add(slot(k));
+
+    const float row_max = block_max(st.m, scratch);
+    const float s = st.m == -INFINITY ? 0.0f : st.s * exp2_ftz(st.m - row_max);
+    const float inv = 1.0f / block_sum(s, scratch);
+    auto result = [&](uint4 u) {
+      float v[per_vec];
+      unpack16((T *)nullptr, u, v);
 #pragma unroll
-    for (int k = 0; k < GK_SOFTMAX_THREAD_ELEMS; k++) {
-      v[k] = expf(v[k] - shift);
-      mine.s += v[k];
-    }
-    mine = warp_merge(mine);
-    if (lane == 0) warp_pair[warp] = mine;
-    __syncthreads();
-    if (warp == 0) {
-      softmax_state w = lane < (int)(blockDim.x >> 5) ? warp_pair[lane] : softmax_state();
-      w = warp_merge(w);
-      if (lane == 0) cta_pair = make_float2(w.m, w.s);
-    }
-    cluster_arrive();
-    cluster_wait(); /* every CTA's pair is ready */
-    softmax_state row;
-    if ((uint32_t)lane < ctas) {
-      const float2 pair = cluster_load(&cta_pair, lane);
-      row.m = pair.x;
-      row.s = pair.y;
-    }
-    row = warp_merge(row);
-    cluster_arrive(); /* done with the other CTAs' pairs */
-    const float factor = m == -INFINITY ? 0.0f : expf(m - row.m) / row.s;
+      for (int e = 0; e < per_vec; e++) v[e] = exp2_ftz(fmaf(v[e], to_log2, -row_max)) * inv;
+      return pack16((T *)nullptr, v);
+    };
 #pragma unroll
-    for (int i = 0; i < vecs; i++) {
-      const int64_t c = first + i * step;
-      if (c >= p.cols) continue;
-      float *vi = v + i * per_vec;
+    for (int k = 0; k < regs; k++)
+      if (index(k) < vecs) __stcs(out + index(k), result(held[k]));
+    for (int k = regs; k < on_chip; k++)
+      if (index(k) < vecs) __stcs(out + index(k), result(slot(k)));
+    /* The streamed part again, newest first; its loads go out a batch
+     * before the stores, which may alias them (in place). */
+    for (int k = per_thread - 1; k >= on_chip; k -= reread) {
+      uint4 u[reread];
 #pragma unroll
-      for (int e = 0; e < per_vec; e++) vi[e] *= factor;
-      store16(out + c, vi);
+      for (int b = 0; b < reread; b++) u[b] = __ldcs(x + min(index(max(k - b, on_chip)), vecs - 1));
+#pragma unroll
+      for (int b = 0; b < reread; b++)
+        if (k - b >= on_chip && index(k - b) < vecs) __stcs(out + index(k - b), result(u[b]));
     }
-    cluster_wait(); /* the others have read this CTA's pair: it may change */
   }
-#endif
 }
 
 GK_FLOAT_KERNELS(rmsnorm, rmsnorm_impl, gk_norm_params, __launch_bounds__(512))
 GK_FLOAT_KERNELS(add_rmsnorm, add_rmsnorm_impl, gk_norm_params, __launch_bounds__(512))
 GK_FLOAT_KERNELS(layernorm, layernorm_impl, gk_norm_params, __launch_bounds__(512))
 GK_FLOAT_KERNELS(softmax, softmax_impl, gk_norm_params, __launch_bounds__(1024))
+GK_FLOAT_KERNELS(softmax_stash, softmax_stash_impl, gk_norm_params, __launch_bounds__(GK_SOFTMAX_STASH_THREADS, 1))
