@@ -7,8 +7,14 @@
 #include "vk_internal.h"
 
 #define VK_ROW_GROUP 256
-/* rope.comp's HEADS: heads an invocation turns with the same rotations. */
-#define VK_ROPE_HEADS 4
+/* rope.comp's HEADS: heads an invocation turns with the same rotations,
+ * F32 and 16-bit. Fewer heads compute more rotations but keep more loads in
+ * flight. On an H100, [4096 | 8192, 32, 128], % of cuda's copy, one process
+ * each: f32 81, 80, 83, 82 at 1 head; 71, 72 at 2; 69 at 4 (65-68 before
+ * every head's loads went first); bf16 67, 66 at 1; 69, 74, 74, 71 at 2; 62
+ * at 4 (54-69 before). */
+#define VK_ROPE_HEADS_F32 1
+#define VK_ROPE_HEADS_16 2
 /* Bytes of its row that each invocation of norm.comp takes (within the
  * CACHED vectors it keeps in registers). Rows of 4096 on an H100, one run
  * each: bf16 rmsnorm 73% of copy at 32 bytes (256 invocations), 80% at 64;
@@ -17,6 +23,17 @@
 /* Workgroup sizes of norm.comp, one workgroup per row. */
 #define VK_NORM_MIN_GROUP 64
 #define VK_NORM_MAX_GROUP 512
+/* norm.comp keeps 4 vectors of 8 elements per invocation in registers:
+ * softmax rows longer than its largest workgroup holds take softmax.comp. */
+#define VK_NORM_REACH (VK_NORM_MAX_GROUP * 32)
+/* softmax.comp: workgroup size and 16-byte words each invocation keeps in
+ * registers (at most the kernel's REGS_MAX): 1024 * 12 words is 192 KiB,
+ * most of an NVIDIA compute unit's register file, for one workgroup. On an
+ * H100, [131, 128256] f32 / [262, 128256] bf16, % of cuda's copy (49-52 /
+ * 48-54 with norm.comp): 1024 x 12 words 64/60; 512 x 24 61/57 twice; 512 x
+ * 16 58/59; 512 x 28 61/55; 256 x 32 43/43. */
+#define VK_SOFTMAX_GROUP 1024
+#define VK_SOFTMAX_REGS 12
 
 /* VARIANT values of norm.comp. */
 enum { VK_NORM_RMS, VK_NORM_ADD_RMS, VK_NORM_LAYER, VK_NORM_LAYER_BIAS, VK_NORM_SOFTMAX };
@@ -91,7 +108,45 @@ gllmk_status vk_layernorm(gllmk_plugin_device *dev, const gllmk_layernorm_args *
                  args->weight, args->bias, NULL, args->eps, 1.0f);
 }
 
+/* softmax.comp for a long row in 16-byte words; returns 0 where it does not
+ * apply (short rows, or rows not in whole aligned words). */
+static int vk_softmax_long(gllmk_plugin_device *dev, const gllmk_softmax_args *args,
+                           gllmk_status *status) {
+  const gllmk_tensor *out = args->out, *x = args->x;
+  gllmk_plugin_rows o = gllmk_plugin_as_rows(out), xr = gllmk_plugin_as_rows(x);
+  uint32_t group = VK_SOFTMAX_GROUP;
+  const VkPhysicalDeviceLimits *lim = &dev->phys->limits;
+  if (o.cols <= VK_NORM_REACH || group > lim->maxComputeWorkGroupInvocations ||
+      group > lim->maxComputeWorkGroupSize[0])
+    return 0;
+  uint32_t per_word = 16u / (uint32_t)gllmk_plugin_dtype_size(out->dtype);
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_softmax, out->dtype, group);
+  vk_norm_push push;
+  memset(&push, 0, sizeof push);
+  push.rows = vk_call_u32(&call, o.rows, "the row count");
+  push.cols = vk_call_u32(&call, o.cols, "the row length");
+  push.out_offset = vk_call_tensor(&call, 0, out);
+  push.out_row_stride = vk_call_u32(&call, o.row_stride, "a row stride");
+  push.x_offset = vk_call_tensor(&call, 1, x);
+  push.x_row_stride = vk_call_u32(&call, xr.row_stride, "a row stride");
+  push.scale = args->scale;
+  uint32_t strides = o.rows > 1 ? push.out_row_stride | push.x_row_stride : 0;
+  if ((push.cols | push.out_offset | push.x_offset | strides) % per_word != 0) return 0;
+  /* Shared memory for the STASH words of every invocation, after the
+   * kernel's reduction scratch (at most one float per invocation) and the
+   * one spare word. */
+  uint64_t shared = lim->maxComputeSharedMemorySize;
+  uint64_t spare = (uint64_t)group * sizeof(float) + 16;
+  call.key.extra[0] = VK_SOFTMAX_REGS;
+  call.key.extra[1] = shared > spare ? (uint32_t)((shared - spare) / (16u * group)) : 0;
+  *status = vk_call_run(&call, &push, sizeof push, push.rows, 1, 1);
+  return 1;
+}
+
 gllmk_status vk_softmax(gllmk_plugin_device *dev, const gllmk_softmax_args *args) {
+  gllmk_status s;
+  if (vk_softmax_long(dev, args, &s)) return s;
   return vk_norm(dev, VK_NORM_SOFTMAX, args->out, args->x, NULL, NULL, NULL, 0.0f, args->scale);
 }
 
@@ -135,15 +190,17 @@ gllmk_status vk_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
   push.pos_offset = vk_call_tensor(&call, 2, args->positions);
   push.pos_stride = vk_call_stride(&call, args->positions, 0);
   vk_call_arena(&call, 3, table_at, table_bytes);
-  /* Steps of 8 pairs (or copied elements) through VK_ROPE_HEADS heads. */
+  uint32_t heads = out->dtype == GLLMK_F32 ? VK_ROPE_HEADS_F32 : VK_ROPE_HEADS_16;
+  /* Steps of 8 pairs (or copied elements) through `heads` heads. */
   uint32_t multiples = push.out_offset | push.out_token_stride | push.out_head_stride |
                        push.x_offset | push.x_token_stride | push.x_head_stride;
   uint32_t copied = (uint32_t)out->shape[2] - push.rotary_dim;
   if (pairs % 8 == 0 && (copied | multiples) % 8 == 0) {
     call.key.extra[0] = 1;
+    call.key.extra[1] = heads;
     push.units_per_row = pairs / 8 + copied / 8;
     push.count = vk_call_u32(&call,
-                             out->shape[0] * (int64_t)vk_groups(push.heads, VK_ROPE_HEADS) *
+                             out->shape[0] * (int64_t)vk_groups(push.heads, heads) *
                                  push.units_per_row,
                              "the element count");
   }

@@ -2,11 +2,17 @@
 /* embedding: out[i, :] = table[ids[i], :]. An id outside [0, vocab) writes
  * zeros and raises ERR_EMBEDDING_ID. VECTORS = 1 (dim, offsets and row
  * strides multiples of 8): 8 elements per step through 16-byte words, and
- * count is in those steps. */
+ * count is in those steps. VECTORS = 2 (dim * element size, offsets and row
+ * strides multiples of 16 bytes): the bytes move as 16-byte words, whatever
+ * the dtype, and count is in words; a workgroup takes UNROLL * its size
+ * consecutive words, each invocation UNROLL of them with all their loads
+ * issued before the first store. */
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(constant_id = 4) const uint VECTORS = 0;
+layout(constant_id = 5) const uint UNROLL = 1u; /* words per invocation (VECTORS = 2) */
+const uint UNROLL_MAX = 4u;
 
 FLOAT_OUT(dst, 0, DTYPE)
 FLOAT_IN(table, 1, DTYPE)
@@ -30,7 +36,33 @@ int row_id(uint i, uint col) {
   return -1;
 }
 
+void copy_words() {
+  const uint per_word = DTYPE == DT_F32 ? 4u : 8u;
+  uint per_row = p.dim / per_word, tile = UNROLL * gl_WorkGroupSize.x;
+  for (uint n0 = gl_WorkGroupID.x * tile; n0 < p.count; n0 += gl_NumWorkGroups.x * tile) {
+    uvec4 w[UNROLL_MAX];
+    uint to[UNROLL_MAX];
+    [[unroll]] for (uint j = 0u; j < UNROLL_MAX; j++) {
+      uint n = n0 + j * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+      to[j] = 0xffffffffu;
+      if (j >= UNROLL || n >= p.count) continue;
+      uint i = n / per_row;
+      uint col = n - i * per_row;
+      int id = row_id(i, col);
+      w[j] = uvec4(0u);
+      if (id >= 0) w[j] = table_v[(p.table_offset + uint(id) * p.table_row_stride) / per_word + col];
+      to[j] = (p.out_offset + i * p.out_row_stride) / per_word + col;
+    }
+    [[unroll]] for (uint j = 0u; j < UNROLL_MAX; j++)
+      if (to[j] != 0xffffffffu) dst_v[to[j]] = w[j];
+  }
+}
+
 void main() {
+  if (VECTORS == 2u) {
+    copy_words();
+    return;
+  }
   uint per_row = VECTORS != 0u ? p.dim / 8u : p.dim;
   for (uint n = gl_GlobalInvocationID.x; n < p.count; n += grid_threads()) {
     uint i = n / per_row;

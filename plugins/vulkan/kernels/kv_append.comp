@@ -3,11 +3,17 @@
  * at slots[T]. A negative slot is padding; a slot past the cache is skipped
  * and raises ERR_KV_APPEND_SLOT. VECTORS = 1 (D, offsets and row strides
  * multiples of 8): 8 elements per step through 16-byte words, and count is
- * in those steps. */
+ * in those steps. VECTORS = 2 (D * element size, offsets and row strides
+ * multiples of 16 bytes): the bytes move as 16-byte words, whatever the
+ * dtype, and count is in words; a workgroup takes UNROLL * its size
+ * consecutive words, each invocation UNROLL of them with all their loads
+ * issued before the first store. */
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(constant_id = 4) const uint VECTORS = 0;
+layout(constant_id = 5) const uint UNROLL = 1u; /* words per invocation (VECTORS = 2) */
+const uint UNROLL_MAX = 4u;
 
 FLOAT_OUT(kc, 0, DTYPE)
 FLOAT_OUT(vc, 1, DTYPE)
@@ -25,7 +31,55 @@ layout(push_constant) uniform Push {
   uint slots_offset;
 } p;
 
+/* The cache row (slot * heads + h) for row t * heads + h of k and v, or
+ * -1 when the row is not written (after raising the error once per row,
+ * from its first word, for a slot past the cache). */
+int cache_row(uint row, uint col) {
+  uint t = row / p.heads;
+  uint h = row - t * p.heads;
+  int slot = slots_i32[p.slots_offset + t];
+  if (slot < 0) return -1;
+  if (uint(slot) >= p.capacity) {
+    if (h == 0u && col == 0u) raise_error(ERR_KV_APPEND_SLOT, slot, int(p.capacity));
+    return -1;
+  }
+  return int(uint(slot) * p.heads + h);
+}
+
+void copy_words() {
+  const uint per_word = DTYPE == DT_F32 ? 4u : 8u;
+  uint per_row = p.dim / per_word, tile = UNROLL * gl_WorkGroupSize.x;
+  for (uint n0 = gl_WorkGroupID.x * tile; n0 < p.count; n0 += gl_NumWorkGroups.x * tile) {
+    uvec4 kw[UNROLL_MAX], vw[UNROLL_MAX];
+    uint kci[UNROLL_MAX], vci[UNROLL_MAX];
+    bool live[UNROLL_MAX];
+    [[unroll]] for (uint j = 0u; j < UNROLL_MAX; j++) {
+      uint n = n0 + j * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+      live[j] = false;
+      if (j >= UNROLL || n >= p.count) continue;
+      uint row = n / per_row;
+      uint col = n - row * per_row;
+      int cr = cache_row(row, col);
+      if (cr < 0) continue;
+      live[j] = true;
+      kw[j] = k_v[(p.k_offset + row * p.k_row_stride) / per_word + col];
+      vw[j] = v_v[(p.v_offset + row * p.v_row_stride) / per_word + col];
+      kci[j] = (p.kc_offset + uint(cr) * p.kc_row_stride) / per_word + col;
+      vci[j] = (p.vc_offset + uint(cr) * p.vc_row_stride) / per_word + col;
+    }
+    [[unroll]] for (uint j = 0u; j < UNROLL_MAX; j++) {
+      if (!live[j]) continue;
+      kc_v[kci[j]] = kw[j];
+      vc_v[vci[j]] = vw[j];
+    }
+  }
+}
+
 void main() {
+  if (VECTORS == 2u) {
+    copy_words();
+    return;
+  }
   uint per_row = VECTORS != 0u ? p.dim / 8u : p.dim;
   for (uint n = gl_GlobalInvocationID.x; n < p.count; n += grid_threads()) {
     uint row = n / per_row; /* t * heads + h */

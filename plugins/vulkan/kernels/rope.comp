@@ -19,7 +19,8 @@
 #include "common.glsl"
 
 layout(constant_id = 4) const uint VECTORS = 0;
-const uint HEADS = 4u; /* heads per invocation (VECTORS = 1) */
+layout(constant_id = 5) const uint HEADS = 4u; /* heads per invocation (VECTORS = 1) */
+const uint HEADS_MAX = 4u;
 
 FLOAT_OUT(dst, 0, DTYPE)
 FLOAT_IN(x, 1, DTYPE)
@@ -77,46 +78,57 @@ vec2 turned(float x0, float x1, vec2 sc) {
   return vec2(x0 * sc.y - x1 * sc.x, x1 * sc.y + x0 * sc.x);
 }
 
-/* Step `unit` of token `token` in heads h0 .. h0 + HEADS - 1 (VECTORS = 1). */
+/* Step `unit` of token `token` in heads h0 .. h0 + HEADS - 1 (VECTORS = 1).
+ * Every head's loads go out before the rotations are computed, so that their
+ * latency overlaps that arithmetic and one another (a store may not move
+ * above a later load: x and dst may be one buffer). */
 void rotate8(uint token, uint h0, uint unit) {
   uint pairs = p.rotary_dim / 2u, steps = pairs / 8u;
+  bool copied = unit >= steps; /* past the rotary part */
+  uint first = VARIANT == 0u ? 8u * unit : 16u * unit;
+  uint second = VARIANT == 0u ? first + pairs : first + 8u;
+  if (copied) {
+    first = p.rotary_dim + 8u * (unit - steps);
+    second = first;
+  }
+  float a[HEADS_MAX][8], b[HEADS_MAX][8];
+  [[unroll]] for (uint k = 0u; k < HEADS_MAX; k++) {
+    uint h = h0 + k;
+    if (k < HEADS && h < p.heads) {
+      uint xo = p.x_offset + token * p.x_token_stride + h * p.x_head_stride;
+      x_load8(xo + first, a[k]);
+      if (!copied) x_load8(xo + second, b[k]);
+    }
+  }
   vec2 turn[8];
-  if (unit < steps) {
+  if (!copied) {
     int position = pos_i32[p.pos_offset + token * p.pos_stride];
     [[unroll]] for (uint k = 0u; k < 8u; k++)
       turn[k] = rotation(position, turns_per_position[8u * unit + k]);
   }
-  uint first = VARIANT == 0u ? 8u * unit : 16u * unit;
-  uint second = VARIANT == 0u ? first + pairs : first + 8u;
-  if (unit >= steps) { /* past the rotary part: copied */
-    first = p.rotary_dim + 8u * (unit - steps);
-    second = first;
-  }
-  for (uint h = h0; h < min(h0 + HEADS, p.heads); h++) {
-    uint xo = p.x_offset + token * p.x_token_stride + h * p.x_head_stride;
+  [[unroll]] for (uint k = 0u; k < HEADS_MAX; k++) {
+    uint h = h0 + k;
+    if (k >= HEADS || h >= p.heads) continue;
     uint oo = p.out_offset + token * p.out_token_stride + h * p.out_head_stride;
-    float a[8], b[8];
-    x_load8(xo + first, a);
-    if (unit >= steps) {
-      dst_store8(oo + first, a);
+    if (copied) {
+      dst_store8(oo + first, a[k]);
       continue;
     }
-    x_load8(xo + second, b);
     float ra[8], rb[8];
     if (VARIANT == 0u) {
-      [[unroll]] for (uint k = 0u; k < 8u; k++) {
-        vec2 y = turned(a[k], b[k], turn[k]);
-        ra[k] = y.x;
-        rb[k] = y.y;
+      [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        vec2 y = turned(a[k][i], b[k][i], turn[i]);
+        ra[i] = y.x;
+        rb[i] = y.y;
       }
     } else {
-      [[unroll]] for (uint k = 0u; k < 4u; k++) {
-        vec2 y = turned(a[2u * k], a[2u * k + 1u], turn[k]);
-        ra[2u * k] = y.x;
-        ra[2u * k + 1u] = y.y;
-        y = turned(b[2u * k], b[2u * k + 1u], turn[4u + k]);
-        rb[2u * k] = y.x;
-        rb[2u * k + 1u] = y.y;
+      [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        vec2 y = turned(a[k][2u * i], a[k][2u * i + 1u], turn[i]);
+        ra[2u * i] = y.x;
+        ra[2u * i + 1u] = y.y;
+        y = turned(b[k][2u * i], b[k][2u * i + 1u], turn[4u + i]);
+        rb[2u * i] = y.x;
+        rb[2u * i + 1u] = y.y;
       }
     }
     dst_store8(oo + first, ra);

@@ -1,0 +1,124 @@
+#version 450
+/* softmax(scale * x) over rows too long for norm.comp's registers (a
+ * vocabulary: 128256 elements are 501 KiB of F32, 250 KiB of BF16), one
+ * workgroup per row, rows in 16-byte words (cols * element size, offsets
+ * and row strides multiples of 16 bytes).
+ *
+ * Word m of a row goes to invocation m % workgroup size. Each invocation
+ * keeps its first REGS words in registers and the next STASH words in
+ * shared memory (slots only it touches, so no barrier), which are read from
+ * memory once; only the words past those are read a second time. The host
+ * sizes the workgroup and REGS to fill one compute unit's registers and
+ * STASH to its shared memory, so that one workgroup per compute unit holds
+ * as much of its row on chip as fits: on an NVIDIA H100 all of a BF16
+ * vocabulary row and about half of an F32 one. The words read twice are
+ * read last in the first pass and first (newest first) in the second, so
+ * that the ones still in the L2 cache are used before they go.
+ *
+ * The first pass keeps a running maximum and a sum of exponentials rescaled
+ * when the maximum grows, as norm.comp does. */
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+const uint REGS_MAX = 32u;
+layout(constant_id = 4) const uint REGS = 16u;  /* words in registers, <= REGS_MAX */
+layout(constant_id = 5) const uint STASH = 0u;  /* words in shared memory */
+
+/* Elements per 16-byte word. */
+const uint PER_WORD = DTYPE == DT_F32 ? 4u : 8u;
+
+layout(std430, binding = 0) buffer Dst { uvec4 dst_w[]; };
+layout(std430, binding = 1) readonly buffer Src { uvec4 x_w[]; };
+
+layout(push_constant) uniform Push {
+  uint rows, cols;
+  uint out_offset, out_row_stride;
+  uint x_offset, x_row_stride;
+  uint w_offset, bias_offset;
+  uint res_offset, res_row_stride;
+  float eps, scale;
+} p;
+
+shared uvec4 stash[STASH * gl_WorkGroupSize.x + 1u]; /* + 1: never empty */
+
+/* The scaled values of a word (F32: the first 4 of v). */
+void values(uvec4 w, out float v[8]) {
+  if (DTYPE == DT_F32) {
+    vec4 f = uintBitsToFloat(w) * p.scale;
+    v = float[8](f.x, f.y, f.z, f.w, 0.0, 0.0, 0.0, 0.0);
+  } else {
+    halves_to_f32(w, DTYPE, v);
+    [[unroll]] for (uint k = 0u; k < 8u; k++) v[k] *= p.scale;
+  }
+}
+
+/* Folds a word into the running maximum m and sum s of exp(v - m). */
+void gather(uvec4 w, inout float m, inout float s) {
+  float v[8];
+  values(w, v);
+  float top = m;
+  [[unroll]] for (uint k = 0u; k < 8u; k++)
+    if (k < PER_WORD) top = max(top, v[k]);
+  if (top > m) {
+    s *= exp(m - top);
+    m = top;
+  }
+  if (m == NEG_INF) return; /* all -inf so far: nothing to add (and no -inf - -inf) */
+  [[unroll]] for (uint k = 0u; k < 8u; k++)
+    if (k < PER_WORD) s += exp(v[k] - m);
+}
+
+/* The output word of a source word: exp(v - shift) * factor. */
+uvec4 finish(uvec4 w, float shift, float factor) {
+  float v[8];
+  values(w, v);
+  [[unroll]] for (uint k = 0u; k < 8u; k++) v[k] = exp(v[k] - shift) * factor;
+  if (DTYPE == DT_F32) return floatBitsToUint(vec4(v[0], v[1], v[2], v[3]));
+  return f32_to_halves(v, DTYPE);
+}
+
+void main() {
+  uint t = gl_LocalInvocationID.x, step = gl_WorkGroupSize.x;
+  uint words = p.cols / PER_WORD;
+  uint on_chip = (REGS + STASH) * step; /* words of a row held on chip */
+  for (uint row = gl_WorkGroupID.x; row < p.rows; row += gl_NumWorkGroups.x) {
+    uint xo = (p.x_offset + row * p.x_row_stride) / PER_WORD;
+    uint oo = (p.out_offset + row * p.out_row_stride) / PER_WORD;
+    uvec4 reg[REGS_MAX];
+    /* All register loads go out before any is used. */
+    [[unroll]] for (uint j = 0u; j < REGS_MAX; j++)
+      if (j < REGS && j * step + t < words) reg[j] = x_w[xo + j * step + t];
+    for (uint j = 0u; j < STASH; j++)
+      if ((REGS + j) * step + t < words) stash[j * step + t] = x_w[xo + (REGS + j) * step + t];
+    float m = NEG_INF, s = 0.0;
+    [[unroll]] for (uint j = 0u; j < REGS_MAX; j++)
+      if (j < REGS && j * step + t < words) gather(reg[j], m, s);
+    for (uint j = 0u; j < STASH; j++)
+      if ((REGS + j) * step + t < words) gather(stash[j * step + t], m, s);
+    /* The rest, two words in flight. */
+    uint u = on_chip + t;
+    for (; u + step < words; u += 2u * step) {
+      uvec4 a = x_w[xo + u], b = x_w[xo + u + step];
+      gather(a, m, s);
+      gather(b, m, s);
+    }
+    if (u < words) gather(x_w[xo + u], m, s);
+
+    float shift = wg_max(m);
+    float factor = 1.0 / wg_sum(m == NEG_INF ? 0.0 : s * exp(m - shift));
+
+    /* The words read twice, newest first: this invocation's last one down. */
+    if (words > on_chip + t) {
+      uint last = on_chip + t + (words - 1u - on_chip - t) / step * step;
+      for (uint v = last + step; v > on_chip + t; ) {
+        v -= step;
+        dst_w[oo + v] = finish(x_w[xo + v], shift, factor);
+      }
+    }
+    for (uint j = 0u; j < STASH; j++)
+      if ((REGS + j) * step + t < words)
+        dst_w[oo + (REGS + j) * step + t] = finish(stash[j * step + t], shift, factor);
+    [[unroll]] for (uint j = 0u; j < REGS_MAX; j++)
+      if (j < REGS && j * step + t < words) dst_w[oo + j * step + t] = finish(reg[j], shift, factor);
+  }
+}
