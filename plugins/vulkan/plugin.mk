@@ -23,9 +23,20 @@ $(B)/obj/plugins/vulkan/vk_blobs.o: plugins/vulkan/vk_blobs.S $(VULKAN_DEF) $(VU
 
 # ----------------------------------------------------------------- blobs
 # Rebuilt only by `make blobs` (needs glslc); the results are committed.
+#
+# The committed blobs came from two compilers: Debian 12's glslc (shaderc
+# 2023.2, glslang 11.13) for every kernel but VULKAN_KHR_KERNELS, and Debian
+# sid's glslc (shaderc 2026.4, glslang 16.4) for those: they use
+# GL_KHR_cooperative_matrix with GL_EXT_bfloat16, which glslang 11 does not
+# know and trixie's glslang 15.1 knows without bfloat16. GLSLC_KHR names
+# the newer compiler; `make blobs-vulkan GLSLC_KHR=/path/to/glslc` keeps the
+# other blobs byte-identical.
 
 GLSLC         ?= glslc
-VULKAN_GLSLC   = $(GLSLC) --target-env=vulkan1.2 -O -Iplugins/vulkan/kernels
+GLSLC_KHR     ?= $(GLSLC)
+VULKAN_KHR_KERNELS := matmul_khr_f16 matmul_khr_bf16
+VULKAN_GLSLC_FLAGS = --target-env=vulkan1.2 -O -Iplugins/vulkan/kernels
+VULKAN_GLSLC   = $(GLSLC) $(VULKAN_GLSLC_FLAGS)
 VULKAN_NATIVE  = -DSTORAGE16=1 -DSUBGROUPS=1
 VULKAN_PORTABLE = -DSTORAGE16=0 -DSUBGROUPS=0
 
@@ -42,7 +53,9 @@ blobs-vulkan:
 	  $(VULKAN_GLSLC) $(VULKAN_PORTABLE) $$src -o blobs/vulkan/$$k.portable.spv; \
 	done; \
 	for k in $(VULKAN_NATIVE_ONLY); do \
-	  echo "  GLSLC  blobs/vulkan/$$k.spv"; \
-	  $(VULKAN_GLSLC) $(VULKAN_NATIVE) plugins/vulkan/kernels/$$k.comp -o blobs/vulkan/$$k.spv; \
+	  glslc="$(GLSLC)"; \
+	  case " $(VULKAN_KHR_KERNELS) " in *" $$k "*) glslc="$(GLSLC_KHR)";; esac; \
+	  echo "  GLSLC  blobs/vulkan/$$k.spv ($$glslc)"; \
+	  $$glslc $(VULKAN_GLSLC_FLAGS) $(VULKAN_NATIVE) plugins/vulkan/kernels/$$k.comp -o blobs/vulkan/$$k.spv; \
 	done
 	sha256sum plugins/vulkan/kernels/*.comp plugins/vulkan/kernels/*.glsl > blobs/vulkan/MANIFEST

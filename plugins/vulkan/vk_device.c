@@ -264,27 +264,44 @@ static gllmk_status vk_create_device(gllmk_plugin_device *dev) {
                                 .queueFamilyIndex = p->queue_family,
                                 .queueCount = 1,
                                 .pQueuePriorities = &priority};
-  /* matmul_coop.comp also needs F16 arithmetic and the Vulkan memory model. */
-  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {
+  /* The cooperative-matrix matmuls also need F16 arithmetic (the NV and the
+   * KHR F16 kernels) and the Vulkan memory model; the KHR BF16 kernel needs
+   * BF16 as a type and in cooperative matrices. */
+  int khr = p->coopmat_khr_f16 || p->coopmat_khr_bf16;
+  int any_coopmat = p->coopmat_nv || khr;
+  VkPhysicalDeviceShaderBfloat16FeaturesKHR bf16 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR,
+      .shaderBFloat16Type = VK_TRUE,
+      .shaderBFloat16CooperativeMatrix = VK_TRUE};
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR cm_khr = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+      .pNext = p->coopmat_khr_bf16 ? &bf16 : NULL,
+      .cooperativeMatrix = VK_TRUE};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm_nv = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+      .pNext = khr ? &cm_khr : NULL,
       .cooperativeMatrix = VK_TRUE};
   VkPhysicalDeviceVulkan12Features f12 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-      .pNext = p->coopmat_nv ? &cm : NULL,
+      .pNext = p->coopmat_nv ? (void *)&cm_nv : khr ? (void *)&cm_khr : NULL,
       .timelineSemaphore = VK_TRUE,
-      .shaderFloat16 = p->coopmat_nv ? VK_TRUE : VK_FALSE,
-      .vulkanMemoryModel = p->coopmat_nv ? VK_TRUE : VK_FALSE};
+      .shaderFloat16 = p->coopmat_nv || p->coopmat_khr_f16 ? VK_TRUE : VK_FALSE,
+      .vulkanMemoryModel = any_coopmat ? VK_TRUE : VK_FALSE};
   VkPhysicalDeviceVulkan11Features f11 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
       .pNext = &f12,
       .storageBuffer16BitAccess = p->native ? VK_TRUE : VK_FALSE};
-  const char *coopmat_ext = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+  const char *extensions[3];
+  uint32_t extension_count = 0;
+  if (p->coopmat_nv) extensions[extension_count++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+  if (khr) extensions[extension_count++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
+  if (p->coopmat_khr_bf16) extensions[extension_count++] = VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME;
   VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                            .pNext = &f11,
                            .queueCreateInfoCount = 1,
                            .pQueueCreateInfos = &qi,
-                           .enabledExtensionCount = p->coopmat_nv ? 1 : 0,
-                           .ppEnabledExtensionNames = &coopmat_ext};
+                           .enabledExtensionCount = extension_count,
+                           .ppEnabledExtensionNames = extensions};
   VkResult r = vk_api.vkCreateDevice(p->handle, &di, NULL, &dev->device);
   if (r != VK_SUCCESS) return vk_fail(r, "vkCreateDevice");
   int missing = 0;

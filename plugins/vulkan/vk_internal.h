@@ -25,6 +25,53 @@
 
 #include "gllmk/gllmk_plugin.h"
 
+/* VK_KHR_cooperative_matrix and VK_KHR_shader_bfloat16 postdate the Vulkan
+ * headers of some supported distributions (Debian 12 has 1.3.239): declare
+ * what the plugin uses, with the registry's values. */
+#ifndef VK_KHR_cooperative_matrix
+#define VK_KHR_cooperative_matrix 1
+#define VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME "VK_KHR_cooperative_matrix"
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR \
+  ((VkStructureType)1000506000)
+#define VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR ((VkStructureType)1000506001)
+typedef enum VkComponentTypeKHR {
+  VK_COMPONENT_TYPE_FLOAT16_KHR = 0,
+  VK_COMPONENT_TYPE_FLOAT32_KHR = 1,
+  VK_COMPONENT_TYPE_MAX_ENUM_KHR = 0x7FFFFFFF
+} VkComponentTypeKHR;
+typedef enum VkScopeKHR {
+  VK_SCOPE_SUBGROUP_KHR = 3,
+  VK_SCOPE_MAX_ENUM_KHR = 0x7FFFFFFF
+} VkScopeKHR;
+typedef struct VkCooperativeMatrixPropertiesKHR {
+  VkStructureType sType;
+  void *pNext;
+  uint32_t MSize, NSize, KSize;
+  VkComponentTypeKHR AType, BType, CType, ResultType;
+  VkBool32 saturatingAccumulation;
+  VkScopeKHR scope;
+} VkCooperativeMatrixPropertiesKHR;
+typedef struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 cooperativeMatrix, cooperativeMatrixRobustBufferAccess;
+} VkPhysicalDeviceCooperativeMatrixFeaturesKHR;
+typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(
+    VkPhysicalDevice physicalDevice, uint32_t *pPropertyCount,
+    VkCooperativeMatrixPropertiesKHR *pProperties);
+#endif
+#ifndef VK_KHR_shader_bfloat16
+#define VK_KHR_shader_bfloat16 1
+#define VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME "VK_KHR_shader_bfloat16"
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR ((VkStructureType)1000141000)
+#define VK_COMPONENT_TYPE_BFLOAT16_KHR ((VkComponentTypeKHR)1000141000)
+typedef struct VkPhysicalDeviceShaderBfloat16FeaturesKHR {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 shaderBFloat16Type, shaderBFloat16DotProduct, shaderBFloat16CooperativeMatrix;
+} VkPhysicalDeviceShaderBfloat16FeaturesKHR;
+#endif
+
 /* ---------------------------------------------------------------- loader */
 
 typedef struct vk_instance_api {
@@ -64,6 +111,10 @@ typedef struct vk_physical {
   uint32_t vendor_id;
   int native;     /* 16-bit storage and subgroup arithmetic: the "native" kernels */
   int coopmat_nv; /* VK_NV_cooperative_matrix with 16x16x16 f16 -> f32, VK_COOP_SHARED */
+  /* VK_KHR_cooperative_matrix with 16x16x16 f16 -> f32 (matmul_khr_f16) and
+   * bf16 -> f32 through VK_KHR_shader_bfloat16 (matmul_khr_bf16), each with
+   * VK_KHR_SHARED of shared memory. */
+  int coopmat_khr_f16, coopmat_khr_bf16;
   uint32_t subgroup_size;
 } vk_physical;
 
@@ -84,6 +135,18 @@ enum {
 };
 /* Its shared memory: STAGES buffers of BM + BN rows of BK halves plus 8 of padding. */
 enum { VK_COOP_SHARED = VK_COOP_STAGES * (VK_COOP_BM + VK_COOP_BN) * (VK_COOP_BK + 8) * 2 };
+
+/* matmul_khr.glsl's tiles: BM x BN per workgroup, 64 x 64 per subgroup of
+ * 32, K steps of BK through STAGES shared buffers. */
+enum { VK_KHR_BM = 256, VK_KHR_BN = 128, VK_KHR_STAGES = 1, VK_KHR_BK = 32 };
+/* Its shared memory: the K buffers (BM + BN rows of BK elements plus 8 of
+ * padding), or the epilogue's 16 x 68 floats per subgroup if more. */
+enum {
+  VK_KHR_SHARED_TILES = VK_KHR_STAGES * (VK_KHR_BM + VK_KHR_BN) * (VK_KHR_BK + 8) * 2,
+  VK_KHR_SHARED_EPILOGUE = VK_KHR_BM / 64 * VK_KHR_BN / 64 * 16 * 68 * 4,
+  VK_KHR_SHARED = VK_KHR_SHARED_TILES > VK_KHR_SHARED_EPILOGUE ? VK_KHR_SHARED_TILES
+                                                                 : VK_KHR_SHARED_EPILOGUE
+};
 
 /* ---------------------------------------------------------------- kernels */
 

@@ -107,11 +107,13 @@ static uint64_t vk_packed_layout(vk_packed *pk, uint64_t rows_p, uint64_t k_p, u
 }
 
 /* mm_pack.comp: `t` (rows of length K, or with transposed, K rows of `rows`)
- * into pk. */
-static gllmk_status vk_pack(gllmk_plugin_device *dev, const gllmk_tensor *t, int transposed,
-                            uint64_t rows, uint64_t k, uint64_t k_p, const vk_packed *pk) {
+ * into pk as dtype_out (F16 with per-row scales for a BF16 t, else a copy). */
+static gllmk_status vk_pack(gllmk_plugin_device *dev, const gllmk_tensor *t, int32_t dtype_out,
+                            int transposed, uint64_t rows, uint64_t k, uint64_t k_p,
+                            const vk_packed *pk) {
   vk_call call;
   vk_call_init(&call, dev, VK_KERNEL_mm_pack, t->dtype, 256);
+  call.key.dtype_out = (uint32_t)dtype_out;
   call.key.variant = transposed ? 1 : 0;
   vk_call_memory(&call, 0, &dev->scratch, pk->data_at, pk->data_bytes);
   vk_call_memory(&call, 2, &dev->scratch, pk->scale_at, pk->scale_bytes);
@@ -156,8 +158,8 @@ static gllmk_status vk_matmul_coop(gllmk_plugin_device *dev, const gllmk_matmul_
     return GLLMK_ERR_UNSUPPORTED;
   if (vk_scratch_reserve(dev, end) != GLLMK_OK) return GLLMK_ERR_UNSUPPORTED;
 
-  gllmk_status s = vk_pack(dev, a, 0, M, K, k_p, &pa);
-  if (s == GLLMK_OK) s = vk_pack(dev, b, args->b_layout == GLLMK_B_KN, N, K, k_p, &pb);
+  gllmk_status s = vk_pack(dev, a, GLLMK_F16, 0, M, K, k_p, &pa);
+  if (s == GLLMK_OK) s = vk_pack(dev, b, GLLMK_F16, args->b_layout == GLLMK_B_KN, N, K, k_p, &pb);
   if (s != GLLMK_OK) return s;
 
   vk_call call;
@@ -194,13 +196,95 @@ static gllmk_status vk_matmul_coop(gllmk_plugin_device *dev, const gllmk_matmul_
   return vk_call_run(&call, &p, sizeof p, pb.rows_p / VK_COOP_BN, pa.rows_p / VK_COOP_BM, batch);
 }
 
+/* ------------------------------------- KHR cooperative matrices (F16, BF16) */
+
+/* Packs what matmul_khr.glsl cannot read in place into dev->scratch (a copy
+ * of the same type, K rounded up to 8; b [K, N] transposed) and points the
+ * call's binding and p at the copy: a when !a_direct, b when !b_direct.
+ * A K that is not a multiple of 8 packs both, and the kernel's K becomes
+ * the padded one (zeros). */
+static gllmk_status vk_khr_pack(gllmk_plugin_device *dev, vk_call *call,
+                                const gllmk_matmul_args *args, int a_direct, int b_direct,
+                                vk_matmul_push *p) {
+  uint64_t M = p->M, N = p->N, K = p->K, batch = p->batch;
+  uint64_t k_p = vk_round_up(K, 8);
+  uint64_t align = dev->phys->limits.minStorageBufferOffsetAlignment;
+  if (align < 256) align = 256;
+  uint64_t b_count = args->b->ndim > 2 ? batch : 1;
+  vk_packed pa = {0}, pb = {0};
+  uint64_t end = 0;
+  /* Rows padded to the transposing pass's 32; the kernel reads only real rows. */
+  if (!a_direct) end = vk_packed_layout(&pa, vk_round_up(M, 32), k_p, batch, end, align);
+  if (!b_direct) end = vk_packed_layout(&pb, vk_round_up(N, 32), k_p, b_count, end, align);
+  uint64_t limit = dev->phys->limits.maxStorageBufferRange;
+  if (pa.data_bytes / 2 > UINT32_MAX || pb.data_bytes / 2 > UINT32_MAX || pa.data_bytes > limit ||
+      pb.data_bytes > limit)
+    return GLLMK_ERR_UNSUPPORTED;
+  if (vk_scratch_reserve(dev, end) != GLLMK_OK) return GLLMK_ERR_UNSUPPORTED;
+  gllmk_status s = GLLMK_OK;
+  if (!a_direct) s = vk_pack(dev, args->a, args->a->dtype, 0, M, K, k_p, &pa);
+  if (s == GLLMK_OK && !b_direct)
+    s = vk_pack(dev, args->b, args->b->dtype, args->b_layout == GLLMK_B_KN, N, K, k_p, &pb);
+  if (s != GLLMK_OK) return s;
+  if (!a_direct) {
+    vk_call_memory(call, 1, &dev->scratch, pa.data_at, pa.data_bytes);
+    p->a_offset = 0;
+    p->lda = (uint32_t)k_p;
+    p->a_batch_stride = (uint32_t)(pa.rows_p * k_p);
+  }
+  if (!b_direct) {
+    vk_call_memory(call, 2, &dev->scratch, pb.data_at, pb.data_bytes);
+    p->b_offset = 0;
+    p->ldb = (uint32_t)k_p;
+    p->b_batch_stride = b_count > 1 ? (uint32_t)(pb.rows_p * k_p) : 0;
+  }
+  p->K = (uint32_t)k_p; /* == K unless both are packed */
+  return GLLMK_OK;
+}
+
+/* F16/BF16 matmul on tensor cores through matmul_khr_f16/bf16.comp: a and
+ * b [N, K] are read in place where their offsets and strides allow 16-byte
+ * words, else through vk_khr_pack. Returns GLLMK_ERR_UNSUPPORTED (without
+ * a message) where the scratch space does not suit, and the caller takes
+ * another path. */
+static gllmk_status vk_matmul_khr(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
+  vk_call call;
+  vk_kernel kernel = args->a->dtype == GLLMK_BF16 ? VK_KERNEL_matmul_khr_bf16
+                                                  : VK_KERNEL_matmul_khr_f16;
+  vk_call_init(&call, dev, kernel, args->out->dtype, (VK_KHR_BM / 64) * (VK_KHR_BN / 64) * 32);
+  vk_matmul_push p = vk_matmul_bind(&call, args);
+  /* With K = 0 the kernel reads neither operand (and there is nothing to pack). */
+  int a_direct = p.K == 0 || (p.K | p.lda | p.a_offset | p.a_batch_stride) % 8 == 0;
+  int b_direct = p.K == 0 || (args->b_layout == GLLMK_B_NK &&
+                              (p.K | p.ldb | p.b_offset | p.b_batch_stride) % 8 == 0);
+  if (!a_direct || !b_direct) {
+    gllmk_status s = vk_khr_pack(dev, &call, args, a_direct, b_direct, &p);
+    if (s != GLLMK_OK) return s;
+  }
+  uint32_t out_vec = (p.ldo | p.out_offset | p.out_batch_stride) % 8 == 0;
+  const uint32_t spec[VK_MAX_SPEC_EXTRA] = {VK_KHR_BM, VK_KHR_BN, VK_KHR_STAGES, VK_KHR_BK,
+                                            out_vec};
+  memcpy(call.key.extra, spec, sizeof spec);
+  uint64_t tiles = vk_groups(p.M, VK_KHR_BM) * vk_groups(p.N, VK_KHR_BN);
+  return vk_call_run(&call, &p, sizeof p, tiles, 1, p.batch);
+}
+
+/* Whether a matmul of this dtype has a cooperative-matrix kernel: 2 = KHR,
+ * 1 = NV (F16 tiles, BF16 packed with scales), 0 = none. */
+static int vk_coopmat_kind(const vk_physical *phys, int32_t dtype) {
+  if ((dtype == GLLMK_BF16 && phys->coopmat_khr_bf16) ||
+      (dtype == GLLMK_F16 && phys->coopmat_khr_f16))
+    return 2;
+  return dtype != GLLMK_F32 && phys->coopmat_nv ? 1 : 0;
+}
+
 gllmk_status vk_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
   int32_t nd = args->a->ndim;
   int64_t M = args->a->shape[nd - 2], N = args->out->shape[nd - 1];
   if (M <= VK_GEMV_M) return vk_matmul_gemv(dev, args);
-  if (dev->phys->coopmat_nv && args->a->dtype != GLLMK_F32 && M >= VK_COOP_MIN &&
-      N >= VK_COOP_MIN) {
-    gllmk_status s = vk_matmul_coop(dev, args);
+  int kind = vk_coopmat_kind(dev->phys, args->a->dtype);
+  if (kind != 0 && M >= VK_COOP_MIN && N >= VK_COOP_MIN) {
+    gllmk_status s = kind == 2 ? vk_matmul_khr(dev, args) : vk_matmul_coop(dev, args);
     if (s != GLLMK_ERR_UNSUPPORTED) return s;
   }
   return vk_matmul_tiled(dev, args);

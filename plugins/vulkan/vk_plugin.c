@@ -183,6 +183,55 @@ static int vk_has_coopmat_nv(VkPhysicalDevice pd, const VkPhysicalDeviceLimits *
   return 0;
 }
 
+/* Whether VK_KHR_cooperative_matrix lists 16x16x16 tiles of `type` with F32
+ * accumulators per subgroup. */
+static int vk_lists_khr_tile(VkPhysicalDevice pd, VkComponentTypeKHR type) {
+  VkCooperativeMatrixPropertiesKHR props[64];
+  uint32_t count = 64;
+  for (uint32_t i = 0; i < count; i++)
+    props[i] = (VkCooperativeMatrixPropertiesKHR){
+        .sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR};
+  VkResult r = vk_api.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &count, props);
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) return 0;
+  for (uint32_t i = 0; i < count; i++) {
+    const VkCooperativeMatrixPropertiesKHR *c = &props[i];
+    if (c->MSize == 16 && c->NSize == 16 && c->KSize == 16 && c->AType == type &&
+        c->BType == type && c->CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+        c->ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && c->scope == VK_SCOPE_SUBGROUP_KHR)
+      return 1;
+  }
+  return 0;
+}
+
+/* Sets phys->coopmat_khr_f16 and _bf16: whether matmul_khr_f16.comp and
+ * matmul_khr_bf16.comp run on the device (the extension, its feature, the
+ * tiles, F16 or BF16 arithmetic, the Vulkan memory model, subgroups of 32
+ * and the kernel's shared memory). */
+static void vk_examine_coopmat_khr(VkPhysicalDevice pd, vk_physical *phys,
+                                   const VkPhysicalDeviceVulkan12Features *f12,
+                                   const VkPhysicalDeviceSubgroupProperties *subgroup) {
+  if (!phys->native || phys->limits.maxComputeSharedMemorySize < VK_KHR_SHARED ||
+      !vk_api.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR || !f12->vulkanMemoryModel ||
+      subgroup->subgroupSize != 32 ||
+      !vk_has_extension(pd, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME))
+    return;
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR cm = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+  VkPhysicalDeviceShaderBfloat16FeaturesKHR bf16 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR};
+  int has_bf16 = vk_has_extension(pd, VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
+  if (has_bf16) cm.pNext = &bf16;
+  VkPhysicalDeviceFeatures2 features = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                        .pNext = &cm};
+  vk_api.vkGetPhysicalDeviceFeatures2(pd, &features);
+  if (!cm.cooperativeMatrix) return;
+  phys->coopmat_khr_f16 =
+      f12->shaderFloat16 && vk_lists_khr_tile(pd, VK_COMPONENT_TYPE_FLOAT16_KHR);
+  phys->coopmat_khr_bf16 = has_bf16 && bf16.shaderBFloat16Type &&
+                           bf16.shaderBFloat16CooperativeMatrix &&
+                           vk_lists_khr_tile(pd, VK_COMPONENT_TYPE_BFLOAT16_KHR);
+}
+
 /* Fills `phys` for `pd`; returns 0 (with the reason) if gllmk cannot use it. */
 static int vk_examine(VkPhysicalDevice pd, vk_physical *phys, char *why, size_t why_size) {
   VkPhysicalDeviceDriverProperties driver = {
@@ -251,6 +300,7 @@ static int vk_examine(VkPhysicalDevice pd, vk_physical *phys, char *why, size_t 
                  (subgroup.supportedOperations & needed_ops) == needed_ops &&
                  subgroup.subgroupSize >= 4;
   phys->coopmat_nv = phys->native && vk_has_coopmat_nv(pd, lim, &f12, &subgroup);
+  vk_examine_coopmat_khr(pd, phys, &f12, &subgroup);
 
   gllmk_device_info *info = &phys->info;
   snprintf(info->name, sizeof info->name, "%.127s", name);
@@ -365,18 +415,31 @@ static const char *vk_vendor_name(uint32_t id) {
   }
 }
 
+/* The cooperative-matrix matmuls a device runs, for vk_describe. */
+static const char *vk_coopmat_text(const vk_physical *p) {
+  int f16 = p->coopmat_khr_f16, bf16 = p->coopmat_khr_bf16;
+  if (f16 && bf16) return ", KHR cooperative-matrix matmul (F16, BF16)";
+  if (f16 && p->coopmat_nv) return ", KHR cooperative-matrix matmul (F16; BF16 through NV)";
+  if (f16) return ", KHR cooperative-matrix matmul (F16)";
+  if (bf16 && p->coopmat_nv) return ", KHR cooperative-matrix matmul (BF16; F16 through NV)";
+  if (bf16) return ", KHR cooperative-matrix matmul (BF16)";
+  if (p->coopmat_nv) return ", NV cooperative-matrix matmul (F16, BF16 packed into F16)";
+  return "";
+}
+
 void vk_describe(char *text, size_t text_size) {
   int n = snprintf(text, text_size,
                    "SPIR-V for Vulkan 1.2: %d kernels, each native (16-bit storage, subgroup "
-                   "reductions) and portable (16-bit types in 32-bit words), and a "
-                   "VK_NV_cooperative_matrix matmul; pipelines are built on first use",
+                   "reductions) and portable (16-bit types in 32-bit words), and matmuls on "
+                   "VK_KHR_cooperative_matrix (F16, BF16) or VK_NV_cooperative_matrix (F16); "
+                   "pipelines are built on first use",
                    vk_two_form_kernels);
   for (uint32_t i = 0; i < vk_physical_count && n >= 0 && (size_t)n < text_size; i++) {
     const vk_physical *p = &vk_physicals[i];
     n += snprintf(text + n, text_size - (size_t)n,
                   "; device %u (%s 0x%04x): %s kernels, subgroup %u%s", i,
                   vk_vendor_name(p->vendor_id), p->vendor_id, p->native ? "native" : "portable",
-                  p->subgroup_size, p->coopmat_nv ? ", cooperative-matrix matmul" : "");
+                  p->subgroup_size, vk_coopmat_text(p));
   }
 }
 

@@ -1,8 +1,10 @@
 #version 450
-/* Packs a matmul operand for matmul_coop.comp: F16, row-major, rows padded
- * to rows_p and K to k_p with zeros, one power-of-two scale per row.
+/* Packs a matmul operand for matmul_coop.comp (DTYPE_OUT F16) or
+ * matmul_khr.glsl (DTYPE_OUT = DTYPE): row-major, rows padded to rows_p and
+ * K to k_p with zeros, one power-of-two scale per row.
  *
- * F16 input is copied (scale 1). BF16 input is scaled per row so that its
+ * Input of the output's type is copied (scale 1). BF16 input packed into
+ * F16 is scaled per row so that its
  * largest magnitude lands in [0.5, 1): the row then fits F16's range, and
  * F16's 11-bit significand holds BF16's 8 bits exactly except for values
  * below 2^-14 of the row's largest (they lose low bits, then flush under
@@ -18,7 +20,7 @@
 
 layout(constant_id = 4) const uint VECTORS = 0;
 
-FLOAT_OUT(dst, 0, DT_F16)
+FLOAT_OUT(dst, 0, DTYPE_OUT)
 FLOAT_IN(src, 1, DTYPE)
 layout(std430, binding = 2) writeonly buffer Scales { float scale_out[]; };
 
@@ -28,13 +30,14 @@ layout(push_constant) uniform Push {
   uint dst_offset, dst_batch_stride, scale_offset, scale_batch_stride;
 } p;
 
+const bool SCALED = DTYPE == DT_BF16 && DTYPE_OUT == DT_F16;
 const uint TILE = 32;
 shared float tile[TILE * (TILE + 1)];
 shared float col_max[gl_WorkGroupSize.x];
 
 /* The exponent e with max_abs * 2^-e in [0.5, 1) (0 when nothing needs scaling). */
 int scale_exponent(float max_abs) {
-  if (DTYPE != DT_BF16 || !(max_abs > 0.0) || isinf(max_abs)) return 0;
+  if (!SCALED || !(max_abs > 0.0) || isinf(max_abs)) return 0;
   int e;
   frexp(max_abs, e);
   return e;
@@ -48,7 +51,7 @@ void pack_rows8(uint bz) {
     bool real = r < p.rows;
     uint src_row = src_base + r * p.src_ld;
     float m = 0.0;
-    for (uint c = 8u * gl_LocalInvocationIndex; DTYPE == DT_BF16 && real && c < p.k;
+    for (uint c = 8u * gl_LocalInvocationIndex; SCALED && real && c < p.k;
          c += 8u * gl_WorkGroupSize.x) {
       float v[8];
       src_load8(src_row + c, v);
@@ -75,7 +78,7 @@ void pack_rows(uint bz) {
   for (uint r = gl_WorkGroupID.x; r < p.rows_p; r += gl_NumWorkGroups.x) {
     bool real = r < p.rows;
     float m = 0.0;
-    if (DTYPE == DT_BF16 && real)
+    if (SCALED && real)
       for (uint c = gl_LocalInvocationIndex; c < p.k; c += gl_WorkGroupSize.x)
         m = max(m, abs(src_load(src_base + r * p.src_ld + c)));
     m = wg_max(m);
@@ -98,7 +101,7 @@ void pack_columns(uint bz) {
   uint col = t % TILE, lane = t / TILE;
   for (uint r0 = gl_WorkGroupID.x * TILE; r0 < p.rows_p; r0 += gl_NumWorkGroups.x * TILE) {
     float m = 0.0;
-    if (DTYPE == DT_BF16 && r0 + col < p.rows)
+    if (SCALED && r0 + col < p.rows)
       for (uint c = lane; c < p.k; c += lanes)
         m = max(m, abs(src_load(src_base + c * p.src_ld + r0 + col)));
     barrier();
