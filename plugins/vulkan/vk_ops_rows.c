@@ -60,6 +60,21 @@ static uint32_t vk_norm_group(const gllmk_plugin_device *dev, int64_t cols, int3
   return group;
 }
 
+/* The push constants every row kernel of norm.comp and softmax.comp shares:
+ * the shape, out and x. */
+static void vk_norm_push_rows(vk_call *call, vk_norm_push *push, const gllmk_tensor *out,
+                              const gllmk_tensor *x, float scale) {
+  gllmk_plugin_rows o = gllmk_plugin_as_rows(out), xr = gllmk_plugin_as_rows(x);
+  memset(push, 0, sizeof *push);
+  push->rows = vk_call_u32(call, o.rows, "the row count");
+  push->cols = vk_call_u32(call, o.cols, "the row length");
+  push->out_offset = vk_call_tensor(call, 0, out);
+  push->out_row_stride = vk_call_u32(call, o.row_stride, "a row stride");
+  push->x_offset = vk_call_tensor(call, 1, x);
+  push->x_row_stride = vk_call_u32(call, xr.row_stride, "a row stride");
+  push->scale = scale;
+}
+
 /* One workgroup per row of x (residual, weight and bias as the op has them). */
 static gllmk_status vk_norm(gllmk_plugin_device *dev, uint32_t op, const gllmk_tensor *out,
                             const gllmk_tensor *x, const gllmk_tensor *weight,
@@ -69,15 +84,8 @@ static gllmk_status vk_norm(gllmk_plugin_device *dev, uint32_t op, const gllmk_t
   vk_call call;
   vk_call_init(&call, dev, VK_KERNEL_norm, out->dtype, group);
   call.key.variant = op;
-  gllmk_plugin_rows o = gllmk_plugin_as_rows(out), xr = gllmk_plugin_as_rows(x);
   vk_norm_push push;
-  memset(&push, 0, sizeof push);
-  push.rows = vk_call_u32(&call, o.rows, "the row count");
-  push.cols = vk_call_u32(&call, o.cols, "the row length");
-  push.out_offset = vk_call_tensor(&call, 0, out);
-  push.out_row_stride = vk_call_u32(&call, o.row_stride, "a row stride");
-  push.x_offset = vk_call_tensor(&call, 1, x);
-  push.x_row_stride = vk_call_u32(&call, xr.row_stride, "a row stride");
+  vk_norm_push_rows(&call, &push, out, x, scale);
   if (weight) push.w_offset = vk_call_tensor(&call, 2, weight);
   if (bias) push.bias_offset = vk_call_tensor(&call, 3, bias);
   if (residual) {
@@ -86,9 +94,8 @@ static gllmk_status vk_norm(gllmk_plugin_device *dev, uint32_t op, const gllmk_t
         vk_call_u32(&call, gllmk_plugin_as_rows(residual).row_stride, "a row stride");
   }
   push.eps = eps;
-  push.scale = scale;
   /* 8 elements per step where every row is whole vectors. */
-  uint32_t strides = o.rows > 1 ? push.out_row_stride | push.x_row_stride | push.res_row_stride : 0;
+  uint32_t strides = push.rows > 1 ? push.out_row_stride | push.x_row_stride | push.res_row_stride : 0;
   call.key.extra[0] = (push.cols | push.out_offset | push.x_offset | push.w_offset |
                        push.bias_offset | push.res_offset | strides) % 8 == 0;
   return vk_call_run(&call, &push, sizeof push, push.rows, 1, 1);
@@ -112,26 +119,18 @@ gllmk_status vk_layernorm(gllmk_plugin_device *dev, const gllmk_layernorm_args *
  * apply (short rows, or rows not in whole aligned words). */
 static int vk_softmax_long(gllmk_plugin_device *dev, const gllmk_softmax_args *args,
                            gllmk_status *status) {
-  const gllmk_tensor *out = args->out, *x = args->x;
-  gllmk_plugin_rows o = gllmk_plugin_as_rows(out), xr = gllmk_plugin_as_rows(x);
+  const gllmk_tensor *out = args->out;
   uint32_t group = VK_SOFTMAX_GROUP;
   const VkPhysicalDeviceLimits *lim = &dev->phys->limits;
-  if (o.cols <= VK_NORM_REACH || group > lim->maxComputeWorkGroupInvocations ||
+  if (gllmk_plugin_as_rows(out).cols <= VK_NORM_REACH || group > lim->maxComputeWorkGroupInvocations ||
       group > lim->maxComputeWorkGroupSize[0])
     return 0;
   uint32_t per_word = 16u / (uint32_t)gllmk_plugin_dtype_size(out->dtype);
   vk_call call;
   vk_call_init(&call, dev, VK_KERNEL_softmax, out->dtype, group);
   vk_norm_push push;
-  memset(&push, 0, sizeof push);
-  push.rows = vk_call_u32(&call, o.rows, "the row count");
-  push.cols = vk_call_u32(&call, o.cols, "the row length");
-  push.out_offset = vk_call_tensor(&call, 0, out);
-  push.out_row_stride = vk_call_u32(&call, o.row_stride, "a row stride");
-  push.x_offset = vk_call_tensor(&call, 1, x);
-  push.x_row_stride = vk_call_u32(&call, xr.row_stride, "a row stride");
-  push.scale = args->scale;
-  uint32_t strides = o.rows > 1 ? push.out_row_stride | push.x_row_stride : 0;
+  vk_norm_push_rows(&call, &push, out, args->x, args->scale);
+  uint32_t strides = push.rows > 1 ? push.out_row_stride | push.x_row_stride : 0;
   if ((push.cols | push.out_offset | push.x_offset | strides) % per_word != 0) return 0;
   /* Shared memory for the STASH words of every invocation, after the
    * kernel's reduction scratch (at most one float per invocation) and the
