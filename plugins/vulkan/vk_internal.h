@@ -306,6 +306,11 @@ static inline uint64_t vk_groups(uint64_t n, uint64_t per_group) {
   return g ? g : 1;
 }
 
+/* Elements of a float dtype in a 16-byte word. */
+static inline uint32_t vk_per_word(int32_t dtype) {
+  return 16u / (uint32_t)gllmk_plugin_dtype_size(dtype);
+}
+
 /* Elements of a tensor. */
 static inline int64_t vk_numel(const gllmk_tensor *t) {
   int64_t n = 1;

@@ -13,9 +13,25 @@
  * (40-86% for the same build) beyond any difference between these. */
 #define VK_COPY_UNROLL 2
 
-/* Elements of a float dtype in a 16-byte word. */
-static uint32_t vk_per_word(int32_t dtype) {
-  return 16u / (uint32_t)gllmk_plugin_dtype_size(dtype);
+/* Runs embedding.comp or kv_append.comp in the widest form `multiples` (the
+ * row length, offsets and row strides, OR-ed, in elements) allows: 16-byte
+ * words (VECTORS = 2), steps of 8 elements (1) or single elements (0).
+ * *count, the element count in `push`, becomes the count of those units. */
+static gllmk_status vk_copy_rows_run(vk_call *call, int32_t dtype, uint32_t multiples,
+                                     uint32_t *count, const void *push, uint32_t push_size) {
+  uint32_t per_word = vk_per_word(dtype);
+  if (multiples % per_word == 0) {
+    call->key.extra[0] = 2;
+    call->key.extra[1] = VK_COPY_UNROLL;
+    *count /= per_word;
+    return vk_call_run(call, push, push_size, vk_groups(*count, VK_INDEX_GROUP * VK_COPY_UNROLL),
+                       1, 1);
+  }
+  if (multiples % 8 == 0) {
+    call->key.extra[0] = 1;
+    *count /= 8;
+  }
+  return vk_call_run(call, push, push_size, vk_groups(*count, VK_INDEX_GROUP), 1, 1);
 }
 
 gllmk_status vk_embedding(gllmk_plugin_device *dev, const gllmk_embedding_args *args) {
@@ -37,21 +53,9 @@ gllmk_status vk_embedding(gllmk_plugin_device *dev, const gllmk_embedding_args *
   push.ids_offset = vk_call_tensor(&call, 2, args->ids);
   push.ids_cols = (uint32_t)ids.cols;
   push.ids_row_stride = vk_call_u32(&call, ids.row_stride, "a row stride");
-  uint32_t per_word = vk_per_word(args->out->dtype);
-  if ((push.dim | push.out_offset | push.out_row_stride | push.table_offset |
-       push.table_row_stride) % per_word == 0) { /* 16-byte words */
-    call.key.extra[0] = 2;
-    call.key.extra[1] = VK_COPY_UNROLL;
-    push.count /= per_word;
-    return vk_call_run(&call, &push, sizeof push,
-                       vk_groups(push.count, VK_INDEX_GROUP * VK_COPY_UNROLL), 1, 1);
-  }
-  if ((push.dim | push.out_offset | push.out_row_stride | push.table_offset |
-       push.table_row_stride) % 8 == 0) { /* steps of 8 elements */
-    call.key.extra[0] = 1;
-    push.count /= 8;
-  }
-  return vk_call_run(&call, &push, sizeof push, vk_groups(push.count, VK_INDEX_GROUP), 1, 1);
+  uint32_t multiples = push.dim | push.out_offset | push.out_row_stride | push.table_offset |
+                       push.table_row_stride;
+  return vk_copy_rows_run(&call, args->out->dtype, multiples, &push.count, &push, sizeof push);
 }
 
 gllmk_status vk_kv_append(gllmk_plugin_device *dev, const gllmk_kv_append_args *args) {
@@ -78,22 +82,10 @@ gllmk_status vk_kv_append(gllmk_plugin_device *dev, const gllmk_kv_append_args *
   push.v_offset = vk_call_tensor(&call, 3, args->v);
   push.v_row_stride = vk_call_u32(&call, v.row_stride, "a row stride");
   push.slots_offset = vk_call_tensor(&call, 4, args->slots);
-  uint32_t per_word = vk_per_word(args->k->dtype);
   uint32_t multiples = push.dim | push.kc_offset | push.kc_row_stride | push.vc_offset |
                        push.vc_row_stride | push.k_offset | push.k_row_stride | push.v_offset |
                        push.v_row_stride;
-  if (multiples % per_word == 0) { /* 16-byte words */
-    call.key.extra[0] = 2;
-    call.key.extra[1] = VK_COPY_UNROLL;
-    push.count /= per_word;
-    return vk_call_run(&call, &push, sizeof push,
-                       vk_groups(push.count, VK_INDEX_GROUP * VK_COPY_UNROLL), 1, 1);
-  }
-  if (multiples % 8 == 0) {
-    call.key.extra[0] = 1; /* steps of 8 elements */
-    push.count /= 8;
-  }
-  return vk_call_run(&call, &push, sizeof push, vk_groups(push.count, VK_INDEX_GROUP), 1, 1);
+  return vk_copy_rows_run(&call, args->k->dtype, multiples, &push.count, &push, sizeof push);
 }
 
 /* The fields argmax.comp and sample.comp share at the start of their push

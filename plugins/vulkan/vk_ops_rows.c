@@ -125,7 +125,7 @@ static int vk_softmax_long(gllmk_plugin_device *dev, const gllmk_softmax_args *a
   if (gllmk_plugin_as_rows(out).cols <= VK_NORM_REACH || group > lim->maxComputeWorkGroupInvocations ||
       group > lim->maxComputeWorkGroupSize[0])
     return 0;
-  uint32_t per_word = 16u / (uint32_t)gllmk_plugin_dtype_size(out->dtype);
+  uint32_t per_word = vk_per_word(out->dtype);
   vk_call call;
   vk_call_init(&call, dev, VK_KERNEL_softmax, out->dtype, group);
   vk_norm_push push;
