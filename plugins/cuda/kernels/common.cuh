@@ -48,25 +48,30 @@ __device__ __forceinline__ void load8(const float *p, float v[8]) {
   v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
   v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
 }
-__device__ __forceinline__ void load8(const f16 *p, float v[8]) {
-  const uint4 u = *reinterpret_cast<const uint4 *>(p);
+/* The elements of one 16-byte vector held in a register quadruple. */
+__device__ __forceinline__ void unpack16(float *, uint4 u, float v[4]) {
+  v[0] = __uint_as_float(u.x); v[1] = __uint_as_float(u.y);
+  v[2] = __uint_as_float(u.z); v[3] = __uint_as_float(u.w);
+}
+__device__ __forceinline__ void unpack16(f16 *, uint4 u, float v[8]) {
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
-    __half2 h = *reinterpret_cast<const __half2 *>(&w[i]);
-    float2 f = __half22float2(h);
+    const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&w[i]));
     v[2 * i] = f.x;
     v[2 * i + 1] = f.y;
   }
 }
-__device__ __forceinline__ void load8(const bf16 *p, float v[8]) {
-  const uint4 u = *reinterpret_cast<const uint4 *>(p);
+__device__ __forceinline__ void unpack16(bf16 *, uint4 u, float v[8]) {
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     v[2 * i] = __uint_as_float(w[i] << 16);
     v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
+}
+template <class T> __device__ __forceinline__ void load8(const T *p, float v[8]) {
+  unpack16((T *)nullptr, *reinterpret_cast<const uint4 *>(p), v);
 }
 
 /* Four consecutive elements; the address is aligned to four elements. */
@@ -100,13 +105,15 @@ __device__ __forceinline__ uint32_t pack2(bf16 *, float a, float b) {
   __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
   return *reinterpret_cast<uint32_t *>(&h);
 }
+/* One 16-byte vector's elements as a register quadruple (unpack16 reversed). */
+__device__ __forceinline__ uint4 pack16(float *, const float v[4]) {
+  return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+}
+template <class T> __device__ __forceinline__ uint4 pack16(T *tag, const float v[8]) {
+  return make_uint4(pack2(tag, v[0], v[1]), pack2(tag, v[2], v[3]), pack2(tag, v[4], v[5]), pack2(tag, v[6], v[7]));
+}
 template <class T> __device__ __forceinline__ void store8(T *p, const float v[8]) {
-  uint4 u;
-  u.x = pack2(p, v[0], v[1]);
-  u.y = pack2(p, v[2], v[3]);
-  u.z = pack2(p, v[4], v[5]);
-  u.w = pack2(p, v[6], v[7]);
-  *reinterpret_cast<uint4 *>(p) = u;
+  *reinterpret_cast<uint4 *>(p) = pack16(p, v);
 }
 
 /* One 16-byte vector of T (4 f32 or 8 16-bit elements); the address is
@@ -120,35 +127,6 @@ __device__ __forceinline__ void store16(float *p, const float v[4]) {
   *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
 }
 template <class T> __device__ __forceinline__ void store16(T *p, const float v[8]) { store8(p, v); }
-
-/* The elements of one 16-byte vector held in a register quadruple, and back. */
-__device__ __forceinline__ void unpack16(float *, uint4 u, float v[4]) {
-  v[0] = __uint_as_float(u.x); v[1] = __uint_as_float(u.y);
-  v[2] = __uint_as_float(u.z); v[3] = __uint_as_float(u.w);
-}
-__device__ __forceinline__ void unpack16(bf16 *, uint4 u, float v[8]) {
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    v[2 * i] = __uint_as_float(w[i] << 16);
-    v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-__device__ __forceinline__ void unpack16(f16 *, uint4 u, float v[8]) {
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&w[i]));
-    v[2 * i] = f.x;
-    v[2 * i + 1] = f.y;
-  }
-}
-__device__ __forceinline__ uint4 pack16(float *, const float v[4]) {
-  return make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
-}
-template <class T> __device__ __forceinline__ uint4 pack16(T *tag, const float v[8]) {
-  return make_uint4(pack2(tag, v[0], v[1]), pack2(tag, v[2], v[3]), pack2(tag, v[4], v[5]), pack2(tag, v[6], v[7]));
-}
 
 /* Typed pointer from a device address plus an element offset. */
 template <class T> __device__ __forceinline__ T *ptr_at(uint64_t base, int64_t offset) {
