@@ -354,6 +354,67 @@ __device__ __forceinline__ void p_fragments(const float s0[4], const float s1[4]
   lo[3] = pack2((T *)nullptr, r[6], r[7]);
 }
 
+/* Folds a tile of KEYS scores per row (log2 units, masked ones -inf, in
+ * m16n8 accumulator layout: this lane's two rows are elements 0-1 and 2-3)
+ * into the running maximum m, sum l and output o of those rows, and turns
+ * the scores into the probabilities P (rounded to T unless P is split). */
+template <class T, int KEYS, int DP>
+__device__ __forceinline__ void softmax_fold(float (&s)[KEYS / 8][4], float (&o)[DP / 8][4], float (&m)[2],
+                                             float (&l)[2]) {
+#pragma unroll
+  for (int hr = 0; hr < 2; hr++) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < KEYS / 8; i++) mx = fmaxf(mx, fmaxf(s[i][2 * hr], s[i][2 * hr + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m[hr], mx);
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+    const float alpha = exp2f(m[hr] - m_use);
+    l[hr] *= alpha;
+#pragma unroll
+    for (int i = 0; i < DP / 8; i++) {
+      o[i][2 * hr] *= alpha;
+      o[i][2 * hr + 1] *= alpha;
+    }
+#pragma unroll
+    for (int i = 0; i < KEYS / 8; i++)
+#pragma unroll
+      for (int e = 2 * hr; e < 2 * hr + 2; e++) {
+        float pr = exp2f(s[i][e] - m_use);
+        if (!p_split<T>::value) pr = to_f32(from_f32<T>(pr));
+        s[i][e] = pr;
+        l[hr] += pr;
+      }
+    m[hr] = m_new;
+  }
+}
+
+/* o += P V for one tile of KEYS keys: P from softmax_fold, V the tile's
+ * shared-memory rows (DP elements, swizzled in 16-byte chunks). */
+template <class T, int KEYS, int DP>
+__device__ __forceinline__ void accumulate_pv(const float (&s)[KEYS / 8][4], float (&o)[DP / 8][4], const T *vt,
+                                              int lane) {
+  constexpr int CH = DP / 8;
+#pragma unroll
+  for (int ks = 0; ks < KEYS / 16; ks++) {
+    uint32_t a[4], a_lo[4];
+    p_fragments<T>(s[2 * ks], s[2 * ks + 1], a, a_lo);
+#pragma unroll
+    for (int dp = 0; dp < DP / 16; dp++) {
+      const int r = 16 * ks + 8 * ((lane >> 3) & 1) + (lane & 7), c = 2 * dp + (lane >> 4);
+      uint32_t t[4];
+      ldmatrix_x4_trans(t, vt + r * DP + 8 * swizzle<CH>(r, c));
+      mma_16816(o[2 * dp], a, t, (T *)nullptr);
+      mma_16816(o[2 * dp + 1], a, t + 2, (T *)nullptr);
+      if (p_split<T>::value) {
+        mma_16816(o[2 * dp], a_lo, t, (T *)nullptr);
+        mma_16816(o[2 * dp + 1], a_lo, t + 2, (T *)nullptr);
+      }
+    }
+  }
+}
+
 /* ------------------------------------- tensor-core attention by rows */
 
 /* The attention_simt work split (rows of one kv head, any sequences, split
@@ -480,50 +541,8 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const gk_atte
           const int j = j0 + 8 * i + 2 * (lane & 3) + (e & 1);
           sc[i][e] = j < row_end[e >> 1] && j < k_end ? sc[i][e] * scale_log2 : -INFINITY;
         }
-#pragma unroll
-      for (int hr = 0; hr < 2; hr++) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int i = 0; i < KEYS / 8; i++) mx = fmaxf(mx, fmaxf(sc[i][2 * hr], sc[i][2 * hr + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[hr], mx);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        const float alpha = exp2f(m[hr] - m_use);
-        l[hr] *= alpha;
-#pragma unroll
-        for (int i = 0; i < DP / 8; i++) {
-          o[i][2 * hr] *= alpha;
-          o[i][2 * hr + 1] *= alpha;
-        }
-#pragma unroll
-        for (int i = 0; i < KEYS / 8; i++)
-#pragma unroll
-          for (int e = 2 * hr; e < 2 * hr + 2; e++) {
-            float pr = exp2f(sc[i][e] - m_use);
-            if (!p_split<T>::value) pr = to_f32(from_f32<T>(pr));
-            sc[i][e] = pr;
-            l[hr] += pr;
-          }
-        m[hr] = m_new;
-      }
-#pragma unroll
-      for (int ks = 0; ks < KEYS / 16; ks++) {
-        uint32_t a[4], a_lo[4];
-        p_fragments<T>(sc[2 * ks], sc[2 * ks + 1], a, a_lo);
-#pragma unroll
-        for (int dp = 0; dp < DP / 16; dp++) {
-          const int r = 16 * ks + 8 * ((lane >> 3) & 1) + (lane & 7), c = 2 * dp + (lane >> 4);
-          uint32_t t[4];
-          ldmatrix_x4_trans(t, vt + r * DP + 8 * swizzle<CH>(r, c));
-          mma_16816(o[2 * dp], a, t, (T *)nullptr);
-          mma_16816(o[2 * dp + 1], a, t + 2, (T *)nullptr);
-          if (p_split<T>::value) {
-            mma_16816(o[2 * dp], a_lo, t, (T *)nullptr);
-            mma_16816(o[2 * dp + 1], a_lo, t + 2, (T *)nullptr);
-          }
-        }
-      }
+      softmax_fold<T, KEYS, DP>(sc, o, m, l);
+      accumulate_pv<T, KEYS, DP>(sc, o, vt, lane);
       __syncwarp(); /* the tile may be overwritten next */
     }
     cp_async_wait<0>();
@@ -715,51 +734,9 @@ __device__ void attention_mma_impl(const gk_attention_params &p) {
         const bool visible = j < key_end && (!p.causal || j <= row + shift);
         s[i][e] = visible ? s[i][e] * scale_log2 : -INFINITY;
       }
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < BKV / 8; i++) mx = fmaxf(mx, fmaxf(s[i][2 * hr], s[i][2 * hr + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[hr], mx);
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      const float alpha = exp2f(m[hr] - m_use);
-      l[hr] *= alpha;
-#pragma unroll
-      for (int i = 0; i < DP / 8; i++) {
-        o[i][2 * hr] *= alpha;
-        o[i][2 * hr + 1] *= alpha;
-      }
-#pragma unroll
-      for (int i = 0; i < BKV / 8; i++)
-#pragma unroll
-        for (int e = 2 * hr; e < 2 * hr + 2; e++) {
-          float pr = exp2f(s[i][e] - m_use);
-          if (!p_split<T>::value) pr = to_f32(from_f32<T>(pr));
-          s[i][e] = pr;
-          l[hr] += pr;
-        }
-      m[hr] = m_new;
-    }
+    softmax_fold<T, BKV, DP>(s, o, m, l);
 
-#pragma unroll
-    for (int ks = 0; ks < BKV / 16; ks++) {
-      uint32_t a[4], a_lo[4];
-      p_fragments<T>(s[2 * ks], s[2 * ks + 1], a, a_lo);
-#pragma unroll
-      for (int dp = 0; dp < DP / 16; dp++) {
-        const int r = 16 * ks + 8 * ((lane >> 3) & 1) + (lane & 7), c = 2 * dp + (lane >> 4);
-        uint32_t t[4];
-        ldmatrix_x4_trans(t, vt + r * DP + 8 * swizzle<CH>(r, c));
-        mma_16816(o[2 * dp], a, t, (T *)nullptr);
-        mma_16816(o[2 * dp + 1], a, t + 2, (T *)nullptr);
-        if (p_split<T>::value) {
-          mma_16816(o[2 * dp], a_lo, t, (T *)nullptr);
-          mma_16816(o[2 * dp + 1], a_lo, t + 2, (T *)nullptr);
-        }
-      }
-    }
+    accumulate_pv<T, BKV, DP>(s, o, vt, lane);
   }
   cp_async_wait<0>();
 
