@@ -738,12 +738,20 @@ static void conf_layernorm(void) {
     }
 }
 
-static void softmax_case(gllmk_dtype dtype, shape s, float scale, bool in_place) {
-  const char *what = label("softmax %s %s scale=%g%s", dname(dtype), shape_text(s),
-                           (double)scale, in_place ? " in place" : "");
+/* masked: a quarter of each row from its start and every 7th element are
+ * -inf (masked logits), so whole 16-byte vectors and whole first units of
+ * work hold nothing but -inf. */
+static void softmax_case(gllmk_dtype dtype, shape s, float scale, bool in_place, bool masked) {
+  const char *what = label("softmax %s %s scale=%g%s%s", dname(dtype), shape_text(s),
+                           (double)scale, in_place ? " in place" : "", masked ? " masked" : "");
   int64_t rows, cols;
   rows_cols(s, &rows, &cols);
   dev x = dev_random(dtype, s, -6, 6);
+  if (masked) {
+    for (int64_t i = 0; i < x.numel; i++)
+      if (i % cols < cols / 4 || i % cols % 7 == 3) x.host[i] = -INFINITY;
+    dev_upload(&x);
+  }
   double *ref = host_alloc((size_t)x.numel * sizeof *ref);
   ref_softmax(rows, cols, x.host, scale, ref);
   dev out = in_place ? x : dev_output(dtype, s);
@@ -757,20 +765,23 @@ static void conf_softmax(void) {
   int count = elementwise_shapes(shapes);
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (int i = 0; i < count; i++) {
-      softmax_case(float_dtypes[d], shapes[i], 1.0f, false);
-      softmax_case(float_dtypes[d], shapes[i], 0.125f, false);
-      softmax_case(float_dtypes[d], shapes[i], 3.5f, true);
+      softmax_case(float_dtypes[d], shapes[i], 1.0f, false, false);
+      softmax_case(float_dtypes[d], shapes[i], 0.125f, false, false);
+      softmax_case(float_dtypes[d], shapes[i], 3.5f, true, false);
+      softmax_case(float_dtypes[d], shapes[i], 1.0f, false, true);
     }
   /* Vocabulary-long rows (a backend may split one row over several blocks),
-   * one of them with a length that leaves a partial last block, more long
+   * also masked, one of them with a length that leaves a partial last block, more long
    * rows than a GPU has multiprocessors, and rows too long for one
    * multiprocessor to keep on chip, in place, again more of them than a GPU
    * has multiprocessors. */
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
-    softmax_case(float_dtypes[d], SHAPE(2, S.quick ? 20000 : 128256), 1.0f, false);
-    softmax_case(float_dtypes[d], SHAPE(3, S.quick ? 16388 : 40004), 0.125f, true);
-    softmax_case(float_dtypes[d], SHAPE(S.quick ? 150 : 300, 16392), 0.5f, false);
-    softmax_case(float_dtypes[d], SHAPE(S.quick ? 3 : 134, 200008), 0.25f, true);
+    softmax_case(float_dtypes[d], SHAPE(2, S.quick ? 20000 : 128256), 1.0f, false, false);
+    softmax_case(float_dtypes[d], SHAPE(2, S.quick ? 20000 : 128256), 1.0f, false, true);
+    softmax_case(float_dtypes[d], SHAPE(3, S.quick ? 16388 : 40004), 0.125f, true, false);
+    softmax_case(float_dtypes[d], SHAPE(S.quick ? 150 : 300, 16392), 0.5f, false, false);
+    softmax_case(float_dtypes[d], SHAPE(S.quick ? 3 : 134, 200008), 0.25f, true, false);
+    softmax_case(float_dtypes[d], SHAPE(3, 200008), 0.25f, true, true);
   }
 }
 

@@ -310,6 +310,22 @@ float wg_max(float v) { return wg_reduce(v, true); }
 
 float sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }
 
+/* Folds the first n (<= 8) of the values v into softmax's running maximum m
+ * and sum s of exp(v - m). -inf values (masked logits) add nothing: while
+ * all are -inf, m stays -inf and no -inf - -inf (NaN) is taken. */
+void softmax_fold(const in float v[8], const uint n, inout float m, inout float s) {
+  float top = m;
+  [[unroll]] for (uint k = 0u; k < 8u; k++)
+    if (k < n) top = max(top, v[k]);
+  if (top == NEG_INF) return;
+  if (top > m) {
+    s *= exp(m - top);
+    m = top;
+  }
+  [[unroll]] for (uint k = 0u; k < 8u; k++)
+    if (k < n) s += exp(v[k] - m);
+}
+
 /* e^y for F32 results judged to a few ulp far from 1: GLSL's exp may err by
  * (3 + 2|y|) ulp, 1.3e-5 relative at y = 50 on NVIDIA, where gelu's tanh
  * form reads it. y = k ln2 + r with the reduction exact (ln2_hi has 15

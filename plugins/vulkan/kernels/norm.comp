@@ -138,13 +138,9 @@ void finish8(uint oo, uint u, float v[8], float a, float b) {
  * or maximum and rescaled exponential sum (softmax) in s1, s2. */
 void gather8(float v[8], inout float s1, inout float s2) {
   if (VARIANT == OP_SOFTMAX) {
-    float m = s1;
-    [[unroll]] for (uint k = 0u; k < 8u; k++) m = max(m, p.scale * v[k]);
-    if (m > s1) {
-      s2 *= exp(s1 - m);
-      s1 = m;
-    }
-    [[unroll]] for (uint k = 0u; k < 8u; k++) s2 += exp(p.scale * v[k] - s1);
+    float scaled[8];
+    [[unroll]] for (uint k = 0u; k < 8u; k++) scaled[k] = p.scale * v[k];
+    softmax_fold(scaled, 8u, s1, s2);
   } else if (VARIANT == OP_RMSNORM || VARIANT == OP_ADD_RMSNORM) {
     [[unroll]] for (uint k = 0u; k < 8u; k++) s1 += v[k] * v[k];
   } else {

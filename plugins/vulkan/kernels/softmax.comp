@@ -16,7 +16,7 @@
  * that the ones still in the L2 cache are used before they go.
  *
  * The first pass keeps a running maximum and a sum of exponentials rescaled
- * when the maximum grows, as norm.comp does. */
+ * when the maximum grows (common.glsl's softmax_fold, as norm.comp). */
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -56,16 +56,7 @@ void values(uvec4 w, out float v[8]) {
 void gather(uvec4 w, inout float m, inout float s) {
   float v[8];
   values(w, v);
-  float top = m;
-  [[unroll]] for (uint k = 0u; k < 8u; k++)
-    if (k < PER_WORD) top = max(top, v[k]);
-  if (top > m) {
-    s *= exp(m - top);
-    m = top;
-  }
-  if (m == NEG_INF) return; /* all -inf so far: nothing to add (and no -inf - -inf) */
-  [[unroll]] for (uint k = 0u; k < 8u; k++)
-    if (k < PER_WORD) s += exp(v[k] - m);
+  softmax_fold(v, PER_WORD, m, s);
 }
 
 /* The output word of a source word: exp(v - shift) * factor. */
