@@ -42,14 +42,20 @@ __device__ int seq_of_token(const gk_attention_params &p, int64_t t) {
   return lo;
 }
 
+/* The keys of (unpaged) sequence `seq`: kv_lens[seq] clamped to [0, kv_len],
+ * or kv_len without kv_lens. */
+__device__ __forceinline__ int kv_len_of(const gk_attention_params &p, int seq) {
+  if (!p.kv_lens) return p.kv_len;
+  const int32_t len = reinterpret_cast<const int32_t *>(p.kv_lens)[seq];
+  return len < 0 ? 0 : (len > p.kv_len ? p.kv_len : len);
+}
+
 __device__ seq_info seq_info_of(const gk_attention_params &p, int seq) {
   seq_info s;
   if (!p.paged) {
-    int32_t len = p.kv_len;
-    if (p.kv_lens) len = reinterpret_cast<const int32_t *>(p.kv_lens)[seq];
     s.q_start = (int64_t)seq * p.q_len;
     s.q_len = p.q_len;
-    s.len = len < 0 ? 0 : (len > p.kv_len ? p.kv_len : len);
+    s.len = kv_len_of(p, seq);
     s.ok = true;
     return s;
   }
@@ -642,11 +648,7 @@ __device__ void attention_mma_impl(const gk_attention_params &p) {
   const int q0 = qt * BQ, h = blockIdx.y, b = blockIdx.z;
   const int hk = h / (p.q_heads / p.kv_heads);
   const int d = p.head_dim, sq = p.q_len;
-  int len = p.kv_len;
-  if (p.kv_lens) {
-    len = reinterpret_cast<const int32_t *>(p.kv_lens)[b];
-    len = len < 0 ? 0 : (len > p.kv_len ? p.kv_len : len);
-  }
+  const int len = kv_len_of(p, b);
   const int shift = len - sq; /* causal: key j visible to query i iff j <= i + shift */
   int key_end = len;
   if (p.causal && q0 + BQ + shift < key_end) key_end = q0 + BQ + shift;
@@ -794,11 +796,7 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const gk_attenti
   const int q0 = qt * BQ, h = blockIdx.y, b = blockIdx.z;
   const int hk = h / (p.q_heads / p.kv_heads);
   const int d = p.head_dim, sq = p.q_len;
-  int len = p.kv_len;
-  if (p.kv_lens) {
-    len = reinterpret_cast<const int32_t *>(p.kv_lens)[b];
-    len = len < 0 ? 0 : (len > p.kv_len ? p.kv_len : len);
-  }
+  const int len = kv_len_of(p, b);
   /* Keys [0, row_end(q)) are visible to query q. */
   auto row_end = [&](int q) {
     const int end = p.causal && q + len - sq + 1 < len ? q + len - sq + 1 : len;

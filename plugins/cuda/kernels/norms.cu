@@ -184,48 +184,9 @@ template <class T> __device__ void layernorm_impl(const gk_norm_params &p) {
   });
 }
 
-/* Running (max, sum of exp(v - max)) of one thread. */
-struct softmax_state {
-  float m = -INFINITY, s = 0.0f;
-  __device__ __forceinline__ void add(float v) {
-    if (v > m) {
-      s = s * expf(m - v) + 1.0f;
-      m = v;
-    } else if (v != -INFINITY) {
-      s += expf(v - m);
-    }
-  }
-};
-
-/* softmax(scale * x): one pass for the running max and sum, one to write. */
-template <class T> __device__ void softmax_impl(const gk_norm_params &p) {
-  __shared__ float scratch[32];
-  const int64_t r = blockIdx.x;
-  const T *x = ptr_at<const T>(p.x, r * p.x_stride);
-  T *out = ptr_at<T>(p.out, r * p.out_stride);
-  const float scale = p.scale;
-  softmax_state st;
-  const bool cached = row_cached(p);
-  cached_row c;
-  if (cached) {
-    cache_load(c, x, p.cols);
-    cache_each(c, p.cols, [&](int64_t, float v) { st.add(v * scale); });
-  } else {
-    for_row<2>(x, p.cols, p.vec, [&](int64_t, float v) { st.add(v * scale); });
-  }
-  const float row_max = block_max(st.m, scratch);
-  const float s = st.m == -INFINITY ? 0.0f : st.s * expf(st.m - row_max);
-  const float inv = 1.0f / block_sum(s, scratch);
-  if (cached)
-    cache_store(c, out, (const T *)nullptr, (const T *)nullptr, p.cols,
-                [&](float v, float, float) { return expf(v * scale - row_max) * inv; });
-  else
-    map_row(out, x, p.cols, p.vec, [&](int64_t, float v) { return expf(v * scale - row_max) * inv; });
-}
-
 /* Running (max, sum of 2^(t - max)) of values t in log2 units, taken a
  * vector at a time: one comparison per element and one 2^x, rather than
- * softmax_state's branch per element. */
+ * a branch per element. */
 struct softmax_log2_state {
   float m = -INFINITY, s = 0.0f;
   template <int N> __device__ __forceinline__ void add(const float (&t)[N]) {
@@ -241,6 +202,38 @@ struct softmax_log2_state {
     for (int e = 0; e < N; e++) s += exp2_ftz(t[e] - m);
   }
 };
+
+/* softmax(scale * x): one pass for the running max and sum, one to write;
+ * exponentials in log2 units as in softmax_stash_impl. */
+template <class T> __device__ void softmax_impl(const gk_norm_params &p) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  const T *x = ptr_at<const T>(p.x, r * p.x_stride);
+  T *out = ptr_at<T>(p.out, r * p.out_stride);
+  const float to_log2 = p.scale * 1.4426950408889634f; /* scale * log2(e) */
+  softmax_log2_state st;
+  auto add = [&](int64_t, float v) {
+    const float t[1] = {v * to_log2};
+    st.add(t);
+  };
+  const bool cached = row_cached(p);
+  cached_row c;
+  if (cached) {
+    cache_load(c, x, p.cols);
+    cache_each(c, p.cols, add);
+  } else {
+    for_row<2>(x, p.cols, p.vec, add);
+  }
+  const float row_max = block_max(st.m, scratch);
+  const float s = st.m == -INFINITY ? 0.0f : st.s * exp2_ftz(st.m - row_max);
+  const float inv = 1.0f / block_sum(s, scratch);
+  if (cached)
+    cache_store(c, out, (const T *)nullptr, (const T *)nullptr, p.cols,
+                [&](float v, float, float) { return exp2_ftz(v * to_log2 - row_max) * inv; });
+  else
+    map_row(out, x, p.cols, p.vec, [&](int64_t, float v) { return exp2_ftz(v * to_log2 - row_max) * inv; });
+}
+
 
 /* softmax(scale * x) of rows longer than one block keeps in registers: one
  * block per multiprocessor, looping over rows. Thread t takes the row's

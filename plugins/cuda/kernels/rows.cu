@@ -23,6 +23,13 @@ template <class T> __device__ __forceinline__ void rope_copy_tail(const gk_rope_
   }
 }
 
+/* Rotates the pair (x0, x1) by the angle of cosine c and sine s. */
+__device__ __forceinline__ void rotate_pair(float &x0, float &x1, float c, float s) {
+  const float a = x0, b = x1;
+  x0 = a * c - b * s;
+  x1 = a * s + b * c;
+}
+
 /* A unit is what a thread turns at once: with `vec`, NeoX pairs (j, j + half)
  * for the W j's of the 16-byte vector at W g (W = 16 / sizeof(T)), or GPT-J's
  * W / 2 pairs inside the 16-byte vector at W g; else one pair, g. Threads
@@ -71,18 +78,14 @@ template <class T> __device__ void rope_impl(const gk_rope_params &p) {
       if (p.vec && p.style != 0) {
 #pragma unroll
         for (int i = 0; i < W / 2; i++) {
-          const float x0 = a[2 * i], x1 = a[2 * i + 1];
-          a[2 * i] = x0 * cosine[i] - x1 * sine[i];
-          a[2 * i + 1] = x0 * sine[i] + x1 * cosine[i];
+          rotate_pair(a[2 * i], a[2 * i + 1], cosine[i], sine[i]);
         }
         store16(out + W * g, a);
       } else {
 #pragma unroll
         for (int i = 0; i < W; i++) {
           if (i >= pairs) break;
-          const float x0 = a[i], x1 = b[i];
-          a[i] = x0 * cosine[i] - x1 * sine[i];
-          b[i] = x0 * sine[i] + x1 * cosine[i];
+          rotate_pair(a[i], b[i], cosine[i], sine[i]);
         }
         if (p.vec) {
           store16(out + W * g, a);
@@ -133,9 +136,7 @@ template <class T> __device__ void rope_shared_impl(const gk_rope_params &p) {
 #pragma unroll
         for (int i = 0; i < 8; i++) {
           const float2 cs = angle[8 * g + i];
-          const float x0 = a[i], x1 = b[i];
-          a[i] = x0 * cs.x - x1 * cs.y;
-          b[i] = x0 * cs.y + x1 * cs.x;
+          rotate_pair(a[i], b[i], cs.x, cs.y);
         }
         store8(out + 8 * g, a);
         store8(out + half + 8 * g, b);
@@ -145,17 +146,16 @@ template <class T> __device__ void rope_shared_impl(const gk_rope_params &p) {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
           const float2 cs = angle[4 * g + i];
-          const float x0 = a[2 * i], x1 = a[2 * i + 1];
-          a[2 * i] = x0 * cs.x - x1 * cs.y;
-          a[2 * i + 1] = x0 * cs.y + x1 * cs.x;
+          rotate_pair(a[2 * i], a[2 * i + 1], cs.x, cs.y);
         }
         store8(out + 8 * g, a);
       } else {
         const int64_t i0 = p.style == 0 ? g : 2 * g, i1 = p.style == 0 ? g + half : 2 * g + 1;
         const float2 cs = angle[g];
-        const float x0 = load1(x + i0), x1 = load1(x + i1);
-        store1(out + i0, x0 * cs.x - x1 * cs.y);
-        store1(out + i1, x0 * cs.y + x1 * cs.x);
+        float x0 = load1(x + i0), x1 = load1(x + i1);
+        rotate_pair(x0, x1, cs.x, cs.y);
+        store1(out + i0, x0);
+        store1(out + i1, x1);
       }
     }
     if (copy_tail) rope_copy_tail<T>(p, t);
