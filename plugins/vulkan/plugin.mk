@@ -34,7 +34,7 @@ $(B)/obj/plugins/vulkan/vk_blobs.o: plugins/vulkan/vk_blobs.S $(VULKAN_DEF) $(VU
 
 GLSLC         ?= glslc
 GLSLC_KHR     ?= $(GLSLC)
-VULKAN_KHR_KERNELS := matmul_khr_f16 matmul_khr_bf16
+VULKAN_KHR_KERNELS := matmul_khr_f16 matmul_khr_bf16 attention_khr_f16 attention_khr_bf16
 VULKAN_GLSLC_FLAGS = --target-env=vulkan1.2 -O -Iplugins/vulkan/kernels
 VULKAN_GLSLC   = $(GLSLC) $(VULKAN_GLSLC_FLAGS)
 VULKAN_NATIVE  = -DSTORAGE16=1 -DSUBGROUPS=1

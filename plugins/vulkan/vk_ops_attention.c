@@ -1,6 +1,6 @@
 /*
  * vk_ops_attention.c - attention and paged_attention (one shared flash loop,
- * kernels/attend.glsl).
+ * kernels/attend.glsl), and attention on tensor cores (attention_khr.glsl).
  */
 #include <string.h>
 
@@ -25,12 +25,67 @@ static void vk_attention_tiles(vk_call *call, int64_t head_dim) {
   call->key.extra[2] = dmax;
 }
 
+/* attention_khr.glsl: 32 rows per workgroup of 64 invocations, head_dim
+ * 64 or 128, keys in tiles of 32 (BF16) or 16 (F16, whose split P takes a
+ * second tile of P). Its shared memory in bytes: Q, K, V and P in 16 bits,
+ * the scores and the outputs in F32, 20 bytes of statistics per row. */
+#define VK_ATTENTION_KHR_GROUP 64
+#define VK_ATTENTION_KHR_ROWS 32
+static uint32_t vk_attention_khr_keys(int32_t dtype) { return dtype == GLLMK_F16 ? 16 : 32; }
+static uint64_t vk_attention_khr_shared(int32_t dtype, uint64_t head_dim) {
+  uint64_t rows = VK_ATTENTION_KHR_ROWS, keys = vk_attention_khr_keys(dtype);
+  uint64_t p_tiles = dtype == GLLMK_F16 ? 2 : 1;
+  return 2 * (rows + 2 * keys) * head_dim + 4 * rows * keys + 2 * p_tiles * rows * keys +
+         4 * rows * head_dim + 20 * rows + 4;
+}
+
+/* Whether attention_khr.glsl can read t's rows as 16-byte words: the dims
+ * contiguous, the offset and the other strides multiples of 8 elements, and
+ * bindings that start on 16 bytes. */
+static int vk_attention_rows_in_words(const gllmk_plugin_device *dev, const gllmk_tensor *t) {
+  uint64_t align = dev->phys->limits.minStorageBufferOffsetAlignment;
+  int64_t strides = t->strides[0] | t->strides[1] | t->strides[2];
+  return t->strides[3] == 1 && t->offset % 8 == 0 && strides % 8 == 0 && align % 16 == 0;
+}
+
+/* The kernel for the op: attention_khr_f16/bf16 on tensor cores where the
+ * device has the matching cooperative matrices and the shared memory and
+ * q, k and v allow 16-byte rows, attention.comp otherwise. */
+static void vk_attention_kernel(vk_call *call, gllmk_plugin_device *dev,
+                                const gllmk_attention_args *args) {
+  const vk_physical *phys = dev->phys;
+  const gllmk_tensor *q = args->q;
+  int32_t dtype = q->dtype;
+  uint64_t head_dim = (uint64_t)q->shape[3];
+  int khr = ((dtype == GLLMK_BF16 && phys->coopmat_khr_bf16) ||
+             (dtype == GLLMK_F16 && phys->coopmat_khr_f16)) &&
+            (head_dim == 64 || head_dim == 128) &&
+            vk_attention_khr_shared(dtype, head_dim) <= phys->limits.maxComputeSharedMemorySize &&
+            vk_attention_rows_in_words(dev, q) && vk_attention_rows_in_words(dev, args->k) &&
+            vk_attention_rows_in_words(dev, args->v);
+  if (!khr) {
+    vk_call_init(call, dev, VK_KERNEL_attention, dtype, VK_ATTENTION_GROUP);
+    vk_attention_tiles(call, q->shape[3]);
+    return;
+  }
+  vk_call_init(call, dev,
+               dtype == GLLMK_BF16 ? VK_KERNEL_attention_khr_bf16 : VK_KERNEL_attention_khr_f16,
+               dtype, VK_ATTENTION_KHR_GROUP);
+  call->key.extra[0] = (uint32_t)head_dim;
+  call->key.extra[1] = vk_attention_khr_keys(dtype);
+}
+
+/* Rows per workgroup of the kernel call was set up for. */
+static uint32_t vk_attention_rows(const vk_call *call) {
+  vk_kernel kernel = (vk_kernel)call->key.kernel;
+  return kernel == VK_KERNEL_attention ? call->key.extra[0] : VK_ATTENTION_KHR_ROWS;
+}
+
 gllmk_status vk_attention(gllmk_plugin_device *dev, const gllmk_attention_args *args) {
   const gllmk_tensor *q = args->q, *k = args->k, *v = args->v, *out = args->out;
   vk_call call;
-  vk_call_init(&call, dev, VK_KERNEL_attention, q->dtype, VK_ATTENTION_GROUP);
+  vk_attention_kernel(&call, dev, args);
   call.key.variant = args->causal ? 1 : 0;
-  vk_attention_tiles(&call, q->shape[3]);
   struct {
     uint32_t sq, skv, hq, head_dim, group;
     float scale;
@@ -65,7 +120,7 @@ gllmk_status vk_attention(gllmk_plugin_device *dev, const gllmk_attention_args *
     p.lse_offset = vk_call_tensor(&call, 5, args->lse);
   }
   uint64_t rows = (uint64_t)p.sq * p.group;
-  return vk_call_run(&call, &p, sizeof p, vk_groups(rows, call.key.extra[0]),
+  return vk_call_run(&call, &p, sizeof p, vk_groups(rows, vk_attention_rows(&call)),
                      (uint64_t)k->shape[2], (uint64_t)q->shape[0]);
 }
 

@@ -1,0 +1,283 @@
+/*
+ * attention_khr.glsl - attention on tensor cores through
+ * VK_KHR_cooperative_matrix, 16x16x16 products of ELEM (float16_t or
+ * bfloat16_t, set by the including attention_khr_*.comp) accumulated in F32.
+ * Operands, push constants and the order of rows are attention.comp's: the
+ * workgroup (x, hkv, b) owns BQ = 32 rows of the list of (query i, head g of
+ * the kv head's group), 16 rows per subgroup of 32 invocations.
+ *
+ * Keys go in tiles of BK. Per tile, K and V rows are staged in shared memory
+ * as they are stored (16-byte words; the host checks that offsets and
+ * strides are multiples of 8 elements), all loads issued first; each subgroup multiplies its 16 rows of Q (staged once) by K^T
+ * into 16 x BK scores and stores them; two invocations per row fold them into
+ * the row's running maximum and sum (online softmax) and write P = exp(S -
+ * max) rounded to ELEM; the rows' outputs, kept in shared memory in F32, are scaled
+ * by exp(old max - new max) and get P V added by the subgroup's products.
+ * A KHR cooperative matrix does not say which invocation holds which of its
+ * elements, so all the per-row work goes through shared memory.
+ *
+ * F16 splits P into hi + lo halves (two P V products, P exact to about 2^-22:
+ * one F16 has too few bits for its 1e-3 tolerance); BF16 multiplies P rounded
+ * once, and the row sums add the rounded values so that the weights still
+ * sum to one. As in the cuda backend's tensor-core attention.
+ *
+ * head_dim is DMAX (64 or 128); the host sends other sizes to attention.comp.
+ */
+#include "common.glsl"
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+
+layout(constant_id = 4) const uint DMAX = 128; /* head_dim: 64 or 128 */
+layout(constant_id = 5) const uint BK = 32;    /* keys per tile: 16 or 32 */
+const uint BQ = 32u;                           /* rows per workgroup (64 invocations) */
+const uint SG_ROWS = 16u;                      /* rows per subgroup */
+const bool SPLIT_P = DTYPE == DT_F16;
+const int ROW_NONE = -1;   /* the row sees no key */
+const int ROW_ABSENT = -2; /* no query row here: nothing to write */
+
+FLOAT_OUT(out, 0, DTYPE)
+FLOAT_IN(q, 1, DTYPE)
+FLOAT_IN(k, 2, DTYPE)
+FLOAT_IN(v, 3, DTYPE)
+INT_IN(lens, 4)
+layout(std430, binding = 5) writeonly buffer Lse { float lse_f32[]; };
+
+layout(push_constant) uniform Push {
+  uint sq, skv, hq, head_dim, group;
+  float scale;
+  uint has_lens, has_lse;
+  uint q_offset, q_sb, q_ss, q_sh;
+  uint k_offset, k_sb, k_ss, k_sh;
+  uint v_offset, v_sb, v_ss, v_sh;
+  uint o_offset, o_sb, o_ss, o_sh;
+  uint lens_offset, lse_offset;
+} p;
+
+const uint ROW_W = DMAX / 8u;                   /* 16-byte words of a row of Q, K or V */
+const uint KV_LOADS = BK * ROW_W / 64u;          /* words of K (and of V) per invocation */
+shared uvec4 q_w[BQ * ROW_W];
+shared uvec4 k_w[BK * ROW_W];
+shared uvec4 v_w[BK * ROW_W];
+shared float s_s[BQ * BK];
+shared uvec4 p_w[BQ * BK / 8u];
+shared uvec4 p_lo_w[SPLIT_P ? BQ * BK / 8u : 1u];
+shared float o_s[BQ * DMAX];
+shared float row_max[BQ], row_sum[BQ], row_scale[BQ];
+shared int row_last[BQ]; /* the last key position the row sees, or ROW_NONE / ROW_ABSENT */
+shared uint row_out[BQ]; /* element offset of the row's output */
+shared int block_last;
+
+#define FRAG_A coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define FRAG_B coopmat<ELEM, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define ACC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define ROW_MAJOR gl_CooperativeMatrixLayoutRowMajor
+#define COL_MAJOR gl_CooperativeMatrixLayoutColumnMajor
+
+/* The query position and head of row `row` of this kv head's list. */
+uvec2 row_query(uint row) {
+  uint i = row / p.group;
+  return uvec2(i, gl_WorkGroupID.y * p.group + (row - i * p.group));
+}
+
+uint key_k_offset(uint pos) {
+  return p.k_offset + gl_WorkGroupID.z * p.k_sb + pos * p.k_ss + gl_WorkGroupID.y * p.k_sh;
+}
+uint key_v_offset(uint pos) {
+  return p.v_offset + gl_WorkGroupID.z * p.v_sb + pos * p.v_ss + gl_WorkGroupID.y * p.v_sh;
+}
+
+/* Rows first .. first + BQ: row_last, row_out, the running statistics, Q
+ * staged as ELEM, the outputs zeroed. */
+void start_rows(uint first, uint rows, int len) {
+  uint b = gl_WorkGroupID.z, tid = gl_LocalInvocationIndex;
+  if (tid == 0u) block_last = ROW_NONE;
+  barrier();
+  if (tid < BQ) {
+    int last = ROW_ABSENT;
+    if (first + tid < rows) {
+      uvec2 ih = row_query(first + tid);
+      last = len - 1;
+      if (VARIANT == 1u) last = min(last, int(ih.x) + len - int(p.sq));
+      last = max(last, ROW_NONE);
+      row_out[tid] = p.o_offset + b * p.o_sb + ih.x * p.o_ss + ih.y * p.o_sh;
+      atomicMax(block_last, last);
+    }
+    row_last[tid] = last;
+    row_max[tid] = NEG_INF;
+    row_sum[tid] = 0.0;
+  }
+  for (uint w = tid; w < BQ * ROW_W; w += gl_WorkGroupSize.x) {
+    uint r = w / ROW_W, c = w - r * ROW_W;
+    uvec4 x = uvec4(0u);
+    if (first + r < rows) {
+      uvec2 ih = row_query(first + r);
+      x = q_v[(p.q_offset + b * p.q_sb + ih.x * p.q_ss + ih.y * p.q_sh) / 8u + c];
+    }
+    q_w[w] = x;
+  }
+  for (uint idx = tid; idx < BQ * DMAX; idx += gl_WorkGroupSize.x) o_s[idx] = 0.0;
+  barrier();
+}
+
+/* Keys k0 .. k0 + BK into k_w and v_w, every load issued before the first
+ * store (zeros past key_end, which may hold NaN). */
+void stage_keys(uint k0, uint key_end) {
+  uvec4 kr[KV_LOADS], vr[KV_LOADS];
+  [[unroll]] for (uint i = 0u; i < KV_LOADS; i++) {
+    uint w = gl_LocalInvocationIndex + i * 64u;
+    uint j = w / ROW_W, c = w - j * ROW_W, pos = k0 + j;
+    kr[i] = uvec4(0u);
+    vr[i] = uvec4(0u);
+    if (pos < key_end) {
+      kr[i] = k_v[key_k_offset(pos) / 8u + c];
+      vr[i] = v_v[key_v_offset(pos) / 8u + c];
+    }
+  }
+  [[unroll]] for (uint i = 0u; i < KV_LOADS; i++) {
+    uint w = gl_LocalInvocationIndex + i * 64u;
+    k_w[w] = kr[i];
+    v_w[w] = vr[i];
+  }
+}
+
+/* This subgroup's 16 x BK scores Q K^T into s_s. */
+void scores() {
+  uint q_at = gl_SubgroupID * SG_ROWS * ROW_W, s_at = gl_SubgroupID * SG_ROWS * BK;
+  ACC s0 = ACC(0.0), s1 = ACC(0.0);
+  [[unroll]] for (uint d0 = 0u; d0 < DMAX; d0 += 16u) {
+    FRAG_A a;
+    FRAG_B b0, b1;
+    coopMatLoad(a, q_w, q_at + d0 / 8u, ROW_W, ROW_MAJOR);
+    coopMatLoad(b0, k_w, d0 / 8u, ROW_W, COL_MAJOR); /* element (d, key): key's row, word d / 8 */
+    s0 = coopMatMulAdd(a, b0, s0);
+    if (BK == 32u) {
+      coopMatLoad(b1, k_w, 16u * ROW_W + d0 / 8u, ROW_W, COL_MAJOR);
+      s1 = coopMatMulAdd(a, b1, s1);
+    }
+  }
+  coopMatStore(s0, s_s, s_at, BK, ROW_MAJOR);
+  if (BK == 32u) coopMatStore(s1, s_s, s_at + 16u, BK, ROW_MAJOR);
+}
+
+/* Online softmax of the tile at k0: invocations 2r and 2r + 1 (one subgroup)
+ * take BK / 2 keys each of row r. */
+void fold_scores(uint k0) {
+  const uint HALF = BK / 2u;
+  uint r = gl_LocalInvocationIndex / 2u, h = gl_LocalInvocationIndex % 2u;
+  int last = row_last[r];
+  float m_old = row_max[r], sum_old = row_sum[r];
+  float sc[16];
+  float m = m_old;
+  [[unroll]] for (uint j = 0u; j < HALF; j++) {
+    uint key = h * HALF + j;
+    sc[j] = int(k0 + key) <= last ? s_s[r * BK + key] * p.scale : NEG_INF;
+    m = max(m, sc[j]);
+  }
+  m = max(m, subgroupShuffleXor(m, 1u));
+  float rescale = m == NEG_INF ? 1.0 : exp(m_old - m);
+  float l = 0.0;
+  uint at = (r * BK + h * HALF) / 8u; /* this invocation's words of P */
+  [[unroll]] for (uint w = 0u; w < HALF / 8u; w++) {
+    uint hi[4], lo[4];
+    [[unroll]] for (uint k = 0u; k < 8u; k++) {
+      float e = m == NEG_INF ? 0.0 : exp(sc[8u * w + k] - m);
+      uint bits = f32_to_half_bits(e, DTYPE);
+      float rounded = half_bits_to_f32(bits, DTYPE);
+      uint lo_bits = SPLIT_P ? f32_to_half_bits(e - rounded, DTYPE) : 0u;
+      l += SPLIT_P ? e : rounded;
+      if (k % 2u == 0u) {
+        hi[k / 2u] = bits;
+        lo[k / 2u] = lo_bits;
+      } else {
+        hi[k / 2u] |= bits << 16;
+        lo[k / 2u] |= lo_bits << 16;
+      }
+    }
+    p_w[at + w] = uvec4(hi[0], hi[1], hi[2], hi[3]);
+    if (SPLIT_P) p_lo_w[at + w] = uvec4(lo[0], lo[1], lo[2], lo[3]);
+  }
+  l += subgroupShuffleXor(l, 1u);
+  if (h == 0u) {
+    row_max[r] = m;
+    row_sum[r] = sum_old * rescale + l;
+    row_scale[r] = rescale;
+  }
+}
+
+/* This subgroup's rows of the output: o = o * rescale + P V. */
+void accumulate() {
+  uint o_at = gl_SubgroupID * SG_ROWS * DMAX, p_at = gl_SubgroupID * SG_ROWS * BK / 8u;
+  for (uint i = gl_SubgroupInvocationID; i < SG_ROWS * DMAX; i += gl_SubgroupSize)
+    o_s[o_at + i] *= row_scale[gl_SubgroupID * SG_ROWS + i / DMAX];
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  FRAG_A p0, p1, l0, l1;
+  coopMatLoad(p0, p_w, p_at, BK / 8u, ROW_MAJOR);
+  if (BK == 32u) coopMatLoad(p1, p_w, p_at + 2u, BK / 8u, ROW_MAJOR);
+  if (SPLIT_P) {
+    coopMatLoad(l0, p_lo_w, p_at, BK / 8u, ROW_MAJOR);
+    if (BK == 32u) coopMatLoad(l1, p_lo_w, p_at + 2u, BK / 8u, ROW_MAJOR);
+  }
+  [[unroll]] for (uint d0 = 0u; d0 < DMAX; d0 += 16u) {
+    ACC o;
+    FRAG_B v0, v1;
+    coopMatLoad(o, o_s, o_at + d0, DMAX, ROW_MAJOR);
+    coopMatLoad(v0, v_w, d0 / 8u, ROW_W, ROW_MAJOR); /* element (key, d): key's row, word d / 8 */
+    o = coopMatMulAdd(p0, v0, o);
+    if (SPLIT_P) o = coopMatMulAdd(l0, v0, o);
+    if (BK == 32u) {
+      coopMatLoad(v1, v_w, 16u * ROW_W + d0 / 8u, ROW_W, ROW_MAJOR);
+      o = coopMatMulAdd(p1, v1, o);
+      if (SPLIT_P) o = coopMatMulAdd(l1, v1, o);
+    }
+    coopMatStore(o, o_s, o_at + d0, DMAX, ROW_MAJOR);
+  }
+}
+
+/* out = o / sum (0 for a row that saw no key), and the log-sum-exp. */
+void finish_rows(uint first, uint rows) {
+  uint tid = gl_LocalInvocationIndex;
+  for (uint idx = tid; idx < BQ * DMAX; idx += gl_WorkGroupSize.x) {
+    uint r = idx / DMAX, d = idx - r * DMAX;
+    if (row_last[r] == ROW_ABSENT) continue;
+    float l = row_sum[r];
+    out_store(row_out[r] + d, l > 0.0 ? o_s[idx] / l : 0.0);
+  }
+  if (p.has_lse != 0u && tid < BQ && first + tid < rows) {
+    uvec2 ih = row_query(first + tid);
+    float l = row_sum[tid];
+    lse_f32[p.lse_offset + (gl_WorkGroupID.z * p.hq + ih.y) * p.sq + ih.x] =
+        l > 0.0 ? row_max[tid] + log(l) : NEG_INF;
+  }
+}
+
+void main() {
+  uint b = gl_WorkGroupID.z, tid = gl_LocalInvocationIndex;
+  int len = int(p.skv);
+  if (p.has_lens != 0u) {
+    len = lens_i32[p.lens_offset + b];
+    if (len < 0 || len > int(p.skv)) {
+      if (tid == 0u && gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u)
+        raise_error(ERR_ATTENTION_KV_LEN, len, int(p.skv));
+      len = clamp(len, 0, int(p.skv));
+    }
+  }
+  uint rows = p.sq * p.group;
+  for (uint first = gl_WorkGroupID.x * BQ; first < rows; first += gl_NumWorkGroups.x * BQ) {
+    barrier();
+    start_rows(first, rows, len);
+    uint key_end = uint(block_last + 1);
+    for (uint k0 = 0u; k0 < key_end; k0 += BK) {
+      stage_keys(k0, key_end);
+      barrier();
+      scores();
+      barrier();
+      fold_scores(k0);
+      barrier();
+      accumulate();
+      barrier();
+    }
+    finish_rows(first, rows);
+  }
+}
