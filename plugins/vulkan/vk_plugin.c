@@ -415,14 +415,17 @@ static const char *vk_vendor_name(uint32_t id) {
   }
 }
 
-/* The cooperative-matrix matmuls a device runs, for vk_describe. */
+/* The cooperative-matrix kernels a device runs, for vk_describe: KHR matmul
+ * and attention per type, NV matmul where KHR lacks a type. */
 static const char *vk_coopmat_text(const vk_physical *p) {
   int f16 = p->coopmat_khr_f16, bf16 = p->coopmat_khr_bf16;
-  if (f16 && bf16) return ", KHR cooperative-matrix matmul (F16, BF16)";
-  if (f16 && p->coopmat_nv) return ", KHR cooperative-matrix matmul (F16; BF16 through NV)";
-  if (f16) return ", KHR cooperative-matrix matmul (F16)";
-  if (bf16 && p->coopmat_nv) return ", KHR cooperative-matrix matmul (BF16; F16 through NV)";
-  if (bf16) return ", KHR cooperative-matrix matmul (BF16)";
+  if (f16 && bf16) return ", KHR cooperative-matrix matmul and attention (F16, BF16)";
+  if (f16 && p->coopmat_nv)
+    return ", KHR cooperative-matrix matmul and attention (F16; BF16 matmul through NV)";
+  if (f16) return ", KHR cooperative-matrix matmul and attention (F16)";
+  if (bf16 && p->coopmat_nv)
+    return ", KHR cooperative-matrix matmul and attention (BF16; F16 matmul through NV)";
+  if (bf16) return ", KHR cooperative-matrix matmul and attention (BF16)";
   if (p->coopmat_nv) return ", NV cooperative-matrix matmul (F16, BF16 packed into F16)";
   return "";
 }
