@@ -978,6 +978,9 @@ typedef struct attention_problem {
   int32_t causal;
   const int32_t *kv_lens; /* NULL = all keys */
   bool lse;
+  /* Keys scaled by 1 + j / 16 (key j): scores that keep rising along the row,
+   * so that a running maximum keeps moving. */
+  bool rising;
 } attention_problem;
 
 /* NaN over the keys past each sequence's length: padding must never be read. */
@@ -991,13 +994,18 @@ static void poison_padding(dev *kv, const attention_problem *p) {
 }
 
 static void attention_case(gllmk_dtype dtype, const attention_problem *p) {
-  const char *what = label("attention %s B=%lld Sq=%lld Skv=%lld Hq=%lld Hkv=%lld D=%lld%s%s%s",
+  const char *what = label("attention %s B=%lld Sq=%lld Skv=%lld Hq=%lld Hkv=%lld D=%lld%s%s%s%s",
                            dname(dtype), (long long)p->batch, (long long)p->sq,
                            (long long)p->skv, (long long)p->hq, (long long)p->hkv,
                            (long long)p->d, p->causal ? " causal" : "",
-                           p->kv_lens ? " kv_lens" : "", p->lse ? " lse" : "");
+                           p->kv_lens ? " kv_lens" : "", p->lse ? " lse" : "",
+                           p->rising ? " rising" : "");
   dev q = dev_random(dtype, SHAPE(p->batch, p->sq, p->hq, p->d), -1.5, 1.5);
   dev k = dev_random(dtype, SHAPE(p->batch, p->skv, p->hkv, p->d), -1.5, 1.5);
+  if (p->rising) {
+    for (int64_t i = 0; i < k.numel; i++) k.host[i] *= 1.0 + (double)(i / (p->hkv * p->d) % p->skv) / 16.0;
+    dev_upload(&k);
+  }
   dev v = dev_random(dtype, SHAPE(p->batch, p->skv, p->hkv, p->d), -1, 1);
   poison_padding(&k, p);
   poison_padding(&v, p);
@@ -1030,19 +1038,21 @@ static void conf_attention(void) {
   static const int32_t ragged[] = {40, 17, 2}; /* 2 < Sq: rows that see no key */
   static const int32_t decode_lens[] = {300, 1};
   const attention_problem problems[] = {
-      /* B  Sq  Skv  Hq  Hkv  D  causal kv_lens lse */
-      {1, 1, 1, 1, 1, 8, 1, NULL, true},
-      {1, 37, 37, 2, 2, 64, 0, NULL, false},
-      {1, 37, 37, 2, 2, 64, 1, NULL, true},
-      {2, quick ? 16 : 64, quick ? 16 : 64, quick ? 8 : 32, quick ? 2 : 8, 128, 1, NULL, true},
-      {1, 5, 50, 4, 1, 64, 1, NULL, true}, /* MQA, Sq < Skv */
-      {3, 4, 40, 4, 2, 64, 1, ragged, true},
-      {3, 4, 40, 4, 2, 64, 0, ragged, true},
-      {2, 1, 300, 4, 2, 8, 1, decode_lens, true},
-      {2, 1, 300, 4, 2, 256, 0, decode_lens, false},
-      {1, 1, quick ? 200 : 1000, quick ? 8 : 32, quick ? 2 : 8, 128, 1, NULL, true},
-      {1, 9, 23, 6, 3, 256, 1, NULL, true},
-      {2, 3, 19, 2, 1, 24, 1, NULL, false},
+      /* B  Sq  Skv  Hq  Hkv  D  causal kv_lens lse rising */
+      {1, 1, 1, 1, 1, 8, 1, NULL, true, false},
+      {1, 37, 37, 2, 2, 64, 0, NULL, false, false},
+      {1, 37, 37, 2, 2, 64, 1, NULL, true, false},
+      {2, quick ? 16 : 64, quick ? 16 : 64, quick ? 8 : 32, quick ? 2 : 8, 128, 1, NULL, true, false},
+      {1, 5, 50, 4, 1, 64, 1, NULL, true, false}, /* MQA, Sq < Skv */
+      {3, 4, 40, 4, 2, 64, 1, ragged, true, false},
+      {3, 4, 40, 4, 2, 64, 0, ragged, true, false},
+      {2, 1, 300, 4, 2, 8, 1, decode_lens, true, false},
+      {2, 1, 300, 4, 2, 256, 0, decode_lens, false, false},
+      {1, 1, quick ? 200 : 1000, quick ? 8 : 32, quick ? 2 : 8, 128, 1, NULL, true, false},
+      {1, 9, 23, 6, 3, 256, 1, NULL, true, false},
+      {2, 3, 19, 2, 1, 24, 1, NULL, false, false},
+      {2, 40, 70, 4, 2, 64, 1, NULL, true, true},
+      {1, 33, 100, 8, 2, 128, 0, NULL, false, true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
@@ -1223,7 +1233,7 @@ static void attention_vs_paged(gllmk_dtype dtype) {
   const char *what = label("attention vs kv_append+paged_attention %s", dname(dtype));
   const int64_t batch = 3, sq = 4, skv = 40, hq = 8, hkv = 2, d = 64;
   static const int32_t lens[] = {4, 19, 40}, q_lens[] = {4, 4, 4};
-  attention_problem ap = {batch, sq, skv, hq, hkv, d, 1, lens, false};
+  attention_problem ap = {batch, sq, skv, hq, hkv, d, 1, lens, false, false};
   dev q = dev_random(dtype, SHAPE(batch, sq, hq, d), -1.5, 1.5);
   dev k = dev_random(dtype, SHAPE(batch, skv, hkv, d), -1.5, 1.5);
   dev v = dev_random(dtype, SHAPE(batch, skv, hkv, d), -1, 1);

@@ -8,13 +8,16 @@
  *
  * Keys go in tiles of BK. Per tile, K and V rows are staged in shared memory
  * as they are stored (16-byte words; the host checks that offsets and
- * strides are multiples of 8 elements), all loads issued first; each subgroup multiplies its 16 rows of Q (staged once) by K^T
- * into 16 x BK scores and stores them; two invocations per row fold them into
- * the row's running maximum and sum (online softmax) and write P = exp(S -
- * max) rounded to ELEM; the rows' outputs, kept in shared memory in F32, are scaled
- * by exp(old max - new max) and get P V added by the subgroup's products.
+ * strides are multiples of 8 elements), all loads issued first; each
+ * subgroup multiplies its 16 rows of Q (staged once) by K^T into 16 x BK
+ * scores and stores them; two invocations per row fold them into the row's
+ * running (reference, sum) and write P = exp(S - reference) rounded to ELEM;
+ * the rows' outputs accumulate P V in the subgroup's cooperative matrices.
  * A KHR cooperative matrix does not say which invocation holds which of its
- * elements, so all the per-row work goes through shared memory.
+ * elements, so the per-row work goes through shared memory, and so would a
+ * rescale of the outputs: the reference moves only when a score passes it
+ * by more than RESCALE_AT, which after the first tiles is rare. (Rescaling
+ * through shared memory on every tile made the kernel 3x slower.)
  *
  * F16 splits P into hi + lo halves (two P V products, P exact to about 2^-22:
  * one F16 has too few bits for its 1e-3 tolerance); BF16 multiplies P rounded
@@ -27,6 +30,7 @@
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
 
 layout(constant_id = 4) const uint DMAX = 128; /* head_dim: 64 or 128 */
 layout(constant_id = 5) const uint BK = 32;    /* keys per tile: 16 or 32 */
@@ -88,7 +92,7 @@ uint key_v_offset(uint pos) {
 }
 
 /* Rows first .. first + BQ: row_last, row_out, the running statistics, Q
- * staged as ELEM, the outputs zeroed. */
+ * staged. */
 void start_rows(uint first, uint rows, int len) {
   uint b = gl_WorkGroupID.z, tid = gl_LocalInvocationIndex;
   if (tid == 0u) block_last = ROW_NONE;
@@ -116,7 +120,6 @@ void start_rows(uint first, uint rows, int len) {
     }
     q_w[w] = x;
   }
-  for (uint idx = tid; idx < BQ * DMAX; idx += gl_WorkGroupSize.x) o_s[idx] = 0.0;
   barrier();
 }
 
@@ -161,21 +164,27 @@ void scores() {
 }
 
 /* Online softmax of the tile at k0: invocations 2r and 2r + 1 (one subgroup)
- * take BK / 2 keys each of row r. */
+ * take BK / 2 keys each of row r. The row's reference (row_max) moves only
+ * when a score passes it by more than RESCALE_AT, so that the outputs, held
+ * in the subgroups' accumulators, rarely need rescaling (through shared
+ * memory, see main); P = exp(S - reference) then stays below e^RESCALE_AT. */
+const float RESCALE_AT = 8.0;
 void fold_scores(uint k0) {
   const uint HALF = BK / 2u;
   uint r = gl_LocalInvocationIndex / 2u, h = gl_LocalInvocationIndex % 2u;
   int last = row_last[r];
   float m_old = row_max[r], sum_old = row_sum[r];
   float sc[16];
-  float m = m_old;
+  float top = NEG_INF;
   [[unroll]] for (uint j = 0u; j < HALF; j++) {
     uint key = h * HALF + j;
     sc[j] = int(k0 + key) <= last ? s_s[r * BK + key] * p.scale : NEG_INF;
-    m = max(m, sc[j]);
+    top = max(top, sc[j]);
   }
-  m = max(m, subgroupShuffleXor(m, 1u));
-  float rescale = m == NEG_INF ? 1.0 : exp(m_old - m);
+  top = max(top, subgroupShuffleXor(top, 1u));
+  /* Before any key the outputs and the sum are 0: a new reference costs nothing. */
+  float m = m_old == NEG_INF || top > m_old + RESCALE_AT ? max(m_old, top) : m_old;
+  float rescale = m_old == NEG_INF || m == m_old ? 1.0 : exp(m_old - m);
   float l = 0.0;
   uint at = (r * BK + h * HALF) / 8u; /* this invocation's words of P */
   [[unroll]] for (uint w = 0u; w < HALF / 8u; w++) {
@@ -205,34 +214,36 @@ void fold_scores(uint k0) {
   }
 }
 
-/* This subgroup's rows of the output: o = o * rescale + P V. */
-void accumulate() {
-  uint o_at = gl_SubgroupID * SG_ROWS * DMAX, p_at = gl_SubgroupID * SG_ROWS * BK / 8u;
+/* The subgroup's 16 x DMAX outputs are accumulators o0 .. o7 (16 columns
+ * each; o4 .. o7 unused when DMAX is 64), named variables rather than an
+ * array (NVIDIA's driver compiles arrays of cooperative matrices poorly). */
+#define O_DECL ACC o0 = ACC(0.0), o1 = ACC(0.0), o2 = ACC(0.0), o3 = ACC(0.0), o4 = ACC(0.0), \
+                   o5 = ACC(0.0), o6 = ACC(0.0), o7 = ACC(0.0)
+#define O_EACH(X) X(0); X(1); X(2); X(3); if (DMAX > 64u) { X(4); X(5); X(6); X(7); }
+#define O_OUT(i) coopMatStore(o##i, o_s, o_at + (i) * 16u, DMAX, ROW_MAJOR)
+#define O_IN(i) coopMatLoad(o##i, o_s, o_at + (i) * 16u, DMAX, ROW_MAJOR)
+/* o_i += P V for columns 16 i .. 16 i + 15 (keys 0 .. 15, then 16 .. 31). */
+#define O_PV(i)                                                         \
+  {                                                                     \
+    FRAG_B v0, v1;                                                      \
+    coopMatLoad(v0, v_w, (i) * 2u, ROW_W, ROW_MAJOR);                   \
+    o##i = coopMatMulAdd(p0, v0, o##i);                                 \
+    if (SPLIT_P) o##i = coopMatMulAdd(l0, v0, o##i);                    \
+    if (BK == 32u) {                                                    \
+      coopMatLoad(v1, v_w, 16u * ROW_W + (i) * 2u, ROW_W, ROW_MAJOR);   \
+      o##i = coopMatMulAdd(p1, v1, o##i);                               \
+      if (SPLIT_P) o##i = coopMatMulAdd(l1, v1, o##i);                  \
+    }                                                                   \
+  }
+
+/* Scales this subgroup's rows of o_s by their row_scale. */
+void rescale_rows(uint o_at) {
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
   for (uint i = gl_SubgroupInvocationID; i < SG_ROWS * DMAX; i += gl_SubgroupSize)
     o_s[o_at + i] *= row_scale[gl_SubgroupID * SG_ROWS + i / DMAX];
   subgroupMemoryBarrierShared();
   subgroupBarrier();
-  FRAG_A p0, p1, l0, l1;
-  coopMatLoad(p0, p_w, p_at, BK / 8u, ROW_MAJOR);
-  if (BK == 32u) coopMatLoad(p1, p_w, p_at + 2u, BK / 8u, ROW_MAJOR);
-  if (SPLIT_P) {
-    coopMatLoad(l0, p_lo_w, p_at, BK / 8u, ROW_MAJOR);
-    if (BK == 32u) coopMatLoad(l1, p_lo_w, p_at + 2u, BK / 8u, ROW_MAJOR);
-  }
-  [[unroll]] for (uint d0 = 0u; d0 < DMAX; d0 += 16u) {
-    ACC o;
-    FRAG_B v0, v1;
-    coopMatLoad(o, o_s, o_at + d0, DMAX, ROW_MAJOR);
-    coopMatLoad(v0, v_w, d0 / 8u, ROW_W, ROW_MAJOR); /* element (key, d): key's row, word d / 8 */
-    o = coopMatMulAdd(p0, v0, o);
-    if (SPLIT_P) o = coopMatMulAdd(l0, v0, o);
-    if (BK == 32u) {
-      coopMatLoad(v1, v_w, 16u * ROW_W + d0 / 8u, ROW_W, ROW_MAJOR);
-      o = coopMatMulAdd(p1, v1, o);
-      if (SPLIT_P) o = coopMatMulAdd(l1, v1, o);
-    }
-    coopMatStore(o, o_s, o_at + d0, DMAX, ROW_MAJOR);
-  }
 }
 
 /* out = o / sum (0 for a row that saw no key), and the log-sum-exp. */
@@ -268,6 +279,8 @@ void main() {
     barrier();
     start_rows(first, rows, len);
     uint key_end = uint(block_last + 1);
+    uint o_at = gl_SubgroupID * SG_ROWS * DMAX, p_at = gl_SubgroupID * SG_ROWS * BK / 8u;
+    O_DECL;
     for (uint k0 = 0u; k0 < key_end; k0 += BK) {
       stage_keys(k0, key_end);
       barrier();
@@ -275,9 +288,27 @@ void main() {
       barrier();
       fold_scores(k0);
       barrier();
-      accumulate();
+      /* A row whose reference moved: the subgroup's outputs go through
+       * shared memory to be rescaled (rare after the first tiles). */
+      bool moved = gl_SubgroupInvocationID < SG_ROWS &&
+                   row_scale[gl_SubgroupID * SG_ROWS + gl_SubgroupInvocationID] != 1.0;
+      if (subgroupAny(moved)) {
+        O_EACH(O_OUT);
+        rescale_rows(o_at);
+        O_EACH(O_IN);
+      }
+      FRAG_A p0, p1, l0, l1;
+      coopMatLoad(p0, p_w, p_at, BK / 8u, ROW_MAJOR);
+      if (BK == 32u) coopMatLoad(p1, p_w, p_at + 2u, BK / 8u, ROW_MAJOR);
+      if (SPLIT_P) {
+        coopMatLoad(l0, p_lo_w, p_at, BK / 8u, ROW_MAJOR);
+        if (BK == 32u) coopMatLoad(l1, p_lo_w, p_at + 2u, BK / 8u, ROW_MAJOR);
+      }
+      O_EACH(O_PV);
       barrier();
     }
+    O_EACH(O_OUT);
+    barrier();
     finish_rows(first, rows);
   }
 }
