@@ -28,7 +28,8 @@ static void vk_attention_tiles(vk_call *call, int64_t head_dim) {
 /* attention_khr.glsl: 32 rows per workgroup of 64 invocations, head_dim
  * 64 or 128, keys in tiles of 32 (BF16) or 16 (F16, whose split P takes a
  * second tile of P). Its shared memory in bytes: Q, K, V and P in 16 bits,
- * the scores and the outputs in F32, 20 bytes of statistics per row. */
+ * the scores in F32, a 16 x 16 F32 block per subgroup, 20 bytes of
+ * statistics per row. */
 #define VK_ATTENTION_KHR_GROUP 64
 #define VK_ATTENTION_KHR_ROWS 32
 static uint32_t vk_attention_khr_keys(int32_t dtype) { return dtype == GLLMK_F16 ? 16 : 32; }
@@ -36,7 +37,7 @@ static uint64_t vk_attention_khr_shared(int32_t dtype, uint64_t head_dim) {
   uint64_t rows = VK_ATTENTION_KHR_ROWS, keys = vk_attention_khr_keys(dtype);
   uint64_t p_tiles = dtype == GLLMK_F16 ? 2 : 1;
   return 2 * (rows + 2 * keys) * head_dim + 4 * rows * keys + 2 * p_tiles * rows * keys +
-         4 * rows * head_dim + 20 * rows + 4;
+         2 * 256 * 4 + 20 * rows + 4;
 }
 
 /* Whether attention_khr.glsl can read t's rows as 16-byte words: the dims

@@ -66,7 +66,7 @@ shared uvec4 v_w[BK * ROW_W];
 shared float s_s[BQ * BK];
 shared uvec4 p_w[BQ * BK / 8u];
 shared uvec4 p_lo_w[SPLIT_P ? BQ * BK / 8u : 1u];
-shared float o_s[BQ * DMAX];
+shared float o_tile[2u * 256u]; /* a 16 x 16 block of outputs per subgroup */
 shared float row_max[BQ], row_sum[BQ], row_scale[BQ];
 shared int row_last[BQ]; /* the last key position the row sees, or ROW_NONE / ROW_ABSENT */
 shared uint row_out[BQ]; /* element offset of the row's output */
@@ -220,8 +220,17 @@ void fold_scores(uint k0) {
 #define O_DECL ACC o0 = ACC(0.0), o1 = ACC(0.0), o2 = ACC(0.0), o3 = ACC(0.0), o4 = ACC(0.0), \
                    o5 = ACC(0.0), o6 = ACC(0.0), o7 = ACC(0.0)
 #define O_EACH(X) X(0); X(1); X(2); X(3); if (DMAX > 64u) { X(4); X(5); X(6); X(7); }
-#define O_OUT(i) coopMatStore(o##i, o_s, o_at + (i) * 16u, DMAX, ROW_MAJOR)
-#define O_IN(i) coopMatLoad(o##i, o_s, o_at + (i) * 16u, DMAX, ROW_MAJOR)
+/* Block i of the outputs through this subgroup's o_tile: rescaled by the
+ * rows' row_scale, or divided by the rows' sums into out. */
+#define O_RESCALE(i)                                \
+  coopMatStore(o##i, o_tile, t_at, 16u, ROW_MAJOR); \
+  tile_rescale(t_at);                               \
+  coopMatLoad(o##i, o_tile, t_at, 16u, ROW_MAJOR);  \
+  tile_done()
+#define O_WRITE(i)                                  \
+  coopMatStore(o##i, o_tile, t_at, 16u, ROW_MAJOR); \
+  tile_write(t_at, (i) * 16u);                      \
+  tile_done()
 /* o_i += P V for columns 16 i .. 16 i + 15 (keys 0 .. 15, then 16 .. 31). */
 #define O_PV(i)                                                         \
   {                                                                     \
@@ -236,25 +245,34 @@ void fold_scores(uint k0) {
     }                                                                   \
   }
 
-/* Scales this subgroup's rows of o_s by their row_scale. */
-void rescale_rows(uint o_at) {
-  subgroupMemoryBarrierShared();
-  subgroupBarrier();
-  for (uint i = gl_SubgroupInvocationID; i < SG_ROWS * DMAX; i += gl_SubgroupSize)
-    o_s[o_at + i] *= row_scale[gl_SubgroupID * SG_ROWS + i / DMAX];
+/* The subgroup's o_tile made visible to all its invocations, or free again. */
+void tile_done() {
   subgroupMemoryBarrierShared();
   subgroupBarrier();
 }
 
-/* out = o / sum (0 for a row that saw no key), and the log-sum-exp. */
-void finish_rows(uint first, uint rows) {
-  uint tid = gl_LocalInvocationIndex;
-  for (uint idx = tid; idx < BQ * DMAX; idx += gl_WorkGroupSize.x) {
-    uint r = idx / DMAX, d = idx - r * DMAX;
+void tile_rescale(uint t_at) {
+  tile_done();
+  for (uint e = gl_SubgroupInvocationID; e < 256u; e += gl_SubgroupSize)
+    o_tile[t_at + e] *= row_scale[gl_SubgroupID * SG_ROWS + e / 16u];
+  tile_done();
+}
+
+/* out = o / sum for columns col0 .. col0 + 15 of the subgroup's rows (0 for
+ * a row that saw no key). */
+void tile_write(uint t_at, uint col0) {
+  tile_done();
+  for (uint e = gl_SubgroupInvocationID; e < 256u; e += gl_SubgroupSize) {
+    uint r = gl_SubgroupID * SG_ROWS + e / 16u;
     if (row_last[r] == ROW_ABSENT) continue;
     float l = row_sum[r];
-    out_store(row_out[r] + d, l > 0.0 ? o_s[idx] / l : 0.0);
+    out_store(row_out[r] + col0 + e % 16u, l > 0.0 ? o_tile[t_at + e] / l : 0.0);
   }
+}
+
+/* The rows' natural log-sum-exp (-inf for a row that saw no key). */
+void write_lse(uint first, uint rows) {
+  uint tid = gl_LocalInvocationIndex;
   if (p.has_lse != 0u && tid < BQ && first + tid < rows) {
     uvec2 ih = row_query(first + tid);
     float l = row_sum[tid];
@@ -279,7 +297,7 @@ void main() {
     barrier();
     start_rows(first, rows, len);
     uint key_end = uint(block_last + 1);
-    uint o_at = gl_SubgroupID * SG_ROWS * DMAX, p_at = gl_SubgroupID * SG_ROWS * BK / 8u;
+    uint t_at = gl_SubgroupID * 256u, p_at = gl_SubgroupID * SG_ROWS * BK / 8u;
     O_DECL;
     for (uint k0 = 0u; k0 < key_end; k0 += BK) {
       stage_keys(k0, key_end);
@@ -293,9 +311,7 @@ void main() {
       bool moved = gl_SubgroupInvocationID < SG_ROWS &&
                    row_scale[gl_SubgroupID * SG_ROWS + gl_SubgroupInvocationID] != 1.0;
       if (subgroupAny(moved)) {
-        O_EACH(O_OUT);
-        rescale_rows(o_at);
-        O_EACH(O_IN);
+        O_EACH(O_RESCALE);
       }
       FRAG_A p0, p1, l0, l1;
       coopMatLoad(p0, p_w, p_at, BK / 8u, ROW_MAJOR);
@@ -307,8 +323,7 @@ void main() {
       O_EACH(O_PV);
       barrier();
     }
-    O_EACH(O_OUT);
-    barrier();
-    finish_rows(first, rows);
+    O_EACH(O_WRITE);
+    write_lse(first, rows);
   }
 }
