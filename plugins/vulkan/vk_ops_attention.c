@@ -49,11 +49,12 @@ static int vk_attention_rows_in_words(const gllmk_plugin_device *dev, const gllm
   return t->strides[3] == 1 && t->offset % 8 == 0 && strides % 8 == 0 && align % 16 == 0;
 }
 
-/* The kernel for the op: attention_khr_f16/bf16 on tensor cores where the
- * device has the matching cooperative matrices and the shared memory and
- * q, k and v allow 16-byte rows, attention.comp otherwise. */
-static void vk_attention_kernel(vk_call *call, gllmk_plugin_device *dev,
-                                const gllmk_attention_args *args) {
+/* Sets up call for the op's kernel: attention_khr_f16/bf16 on tensor cores
+ * where the device has the matching cooperative matrices and the shared
+ * memory and q, k and v allow 16-byte rows, attention.comp otherwise.
+ * Returns the kernel's rows per workgroup. */
+static uint32_t vk_attention_kernel(vk_call *call, gllmk_plugin_device *dev,
+                                    const gllmk_attention_args *args) {
   const vk_physical *phys = dev->phys;
   const gllmk_tensor *q = args->q;
   int32_t dtype = q->dtype;
@@ -67,25 +68,20 @@ static void vk_attention_kernel(vk_call *call, gllmk_plugin_device *dev,
   if (!khr) {
     vk_call_init(call, dev, VK_KERNEL_attention, dtype, VK_ATTENTION_GROUP);
     vk_attention_tiles(call, q->shape[3]);
-    return;
+    return call->key.extra[0];
   }
   vk_call_init(call, dev,
                dtype == GLLMK_BF16 ? VK_KERNEL_attention_khr_bf16 : VK_KERNEL_attention_khr_f16,
                dtype, VK_ATTENTION_KHR_GROUP);
   call->key.extra[0] = (uint32_t)head_dim;
   call->key.extra[1] = vk_attention_khr_keys(dtype);
-}
-
-/* Rows per workgroup of the kernel call was set up for. */
-static uint32_t vk_attention_rows(const vk_call *call) {
-  vk_kernel kernel = (vk_kernel)call->key.kernel;
-  return kernel == VK_KERNEL_attention ? call->key.extra[0] : VK_ATTENTION_KHR_ROWS;
+  return VK_ATTENTION_KHR_ROWS;
 }
 
 gllmk_status vk_attention(gllmk_plugin_device *dev, const gllmk_attention_args *args) {
   const gllmk_tensor *q = args->q, *k = args->k, *v = args->v, *out = args->out;
   vk_call call;
-  vk_attention_kernel(&call, dev, args);
+  uint32_t rows_per_group = vk_attention_kernel(&call, dev, args);
   call.key.variant = args->causal ? 1 : 0;
   struct {
     uint32_t sq, skv, hq, head_dim, group;
@@ -121,7 +117,7 @@ gllmk_status vk_attention(gllmk_plugin_device *dev, const gllmk_attention_args *
     p.lse_offset = vk_call_tensor(&call, 5, args->lse);
   }
   uint64_t rows = (uint64_t)p.sq * p.group;
-  return vk_call_run(&call, &p, sizeof p, vk_groups(rows, vk_attention_rows(&call)),
+  return vk_call_run(&call, &p, sizeof p, vk_groups(rows, rows_per_group),
                      (uint64_t)k->shape[2], (uint64_t)q->shape[0]);
 }
 

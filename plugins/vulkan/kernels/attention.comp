@@ -8,40 +8,13 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-FLOAT_OUT(out, 0, DTYPE)
-FLOAT_IN(q, 1, DTYPE)
-FLOAT_IN(k, 2, DTYPE)
-FLOAT_IN(v, 3, DTYPE)
-INT_IN(lens, 4)
-layout(std430, binding = 5) writeonly buffer Lse { float lse_f32[]; };
-
-layout(push_constant) uniform Push {
-  uint sq, skv, hq, head_dim, group;
-  float scale;
-  uint has_lens, has_lse;
-  uint q_offset, q_sb, q_ss, q_sh;
-  uint k_offset, k_sb, k_ss, k_sh;
-  uint v_offset, v_sb, v_ss, v_sh;
-  uint o_offset, o_sb, o_ss, o_sh;
-  uint lens_offset, lse_offset;
-} p;
+#include "attention_op.glsl"
 
 #include "attend.glsl"
 
-uint key_k_offset(uint pos) {
-  return p.k_offset + gl_WorkGroupID.z * p.k_sb + pos * p.k_ss + gl_WorkGroupID.y * p.k_sh;
-}
-uint key_v_offset(uint pos) {
-  return p.v_offset + gl_WorkGroupID.z * p.v_sb + pos * p.v_ss + gl_WorkGroupID.y * p.v_sh;
-}
 
 shared int block_last;
 
-/* The query position and head of row `row` of this kv head's list. */
-uvec2 row_query(uint row) {
-  uint i = row / p.group;
-  return uvec2(i, gl_WorkGroupID.y * p.group + (row - i * p.group));
-}
 
 void main() {
   uint b = gl_WorkGroupID.z, tid = gl_LocalInvocationIndex;

@@ -2,7 +2,7 @@
  * attention_khr.glsl - attention on tensor cores through
  * VK_KHR_cooperative_matrix, 16x16x16 products of ELEM (float16_t or
  * bfloat16_t, set by the including attention_khr_*.comp) accumulated in F32.
- * Operands, push constants and the order of rows are attention.comp's: the
+ * Operands, push constants and the order of rows are attention_op.glsl's: the
  * workgroup (x, hkv, b) owns BQ = 32 rows of the list of (query i, head g of
  * the kv head's group), 16 rows per subgroup of 32 invocations.
  *
@@ -40,23 +40,7 @@ const bool SPLIT_P = DTYPE == DT_F16;
 const int ROW_NONE = -1;   /* the row sees no key */
 const int ROW_ABSENT = -2; /* no query row here: nothing to write */
 
-FLOAT_OUT(out, 0, DTYPE)
-FLOAT_IN(q, 1, DTYPE)
-FLOAT_IN(k, 2, DTYPE)
-FLOAT_IN(v, 3, DTYPE)
-INT_IN(lens, 4)
-layout(std430, binding = 5) writeonly buffer Lse { float lse_f32[]; };
-
-layout(push_constant) uniform Push {
-  uint sq, skv, hq, head_dim, group;
-  float scale;
-  uint has_lens, has_lse;
-  uint q_offset, q_sb, q_ss, q_sh;
-  uint k_offset, k_sb, k_ss, k_sh;
-  uint v_offset, v_sb, v_ss, v_sh;
-  uint o_offset, o_sb, o_ss, o_sh;
-  uint lens_offset, lse_offset;
-} p;
+#include "attention_op.glsl"
 
 const uint ROW_W = DMAX / 8u;                   /* 16-byte words of a row of Q, K or V */
 const uint KV_LOADS = BK * ROW_W / 64u;          /* words of K (and of V) per invocation */
@@ -78,18 +62,7 @@ shared int block_last;
 #define ROW_MAJOR gl_CooperativeMatrixLayoutRowMajor
 #define COL_MAJOR gl_CooperativeMatrixLayoutColumnMajor
 
-/* The query position and head of row `row` of this kv head's list. */
-uvec2 row_query(uint row) {
-  uint i = row / p.group;
-  return uvec2(i, gl_WorkGroupID.y * p.group + (row - i * p.group));
-}
 
-uint key_k_offset(uint pos) {
-  return p.k_offset + gl_WorkGroupID.z * p.k_sb + pos * p.k_ss + gl_WorkGroupID.y * p.k_sh;
-}
-uint key_v_offset(uint pos) {
-  return p.v_offset + gl_WorkGroupID.z * p.v_sb + pos * p.v_ss + gl_WorkGroupID.y * p.v_sh;
-}
 
 /* Rows first .. first + BQ: row_last, row_out, the running statistics, Q
  * staged. */
