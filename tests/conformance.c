@@ -771,8 +771,8 @@ static void conf_softmax(void) {
       softmax_case(float_dtypes[d], shapes[i], 1.0f, false, true);
     }
   /* Vocabulary-long rows (a backend may split one row over several blocks),
-   * also masked, one of them with a length that leaves a partial last block, more long
-   * rows than a GPU has multiprocessors, and rows too long for one
+   * also masked, one of them with a length that leaves a partial last block,
+   * more long rows than a GPU has multiprocessors, and rows too long for one
    * multiprocessor to keep on chip, in place, again more of them than a GPU
    * has multiprocessors. */
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
@@ -1003,7 +1003,10 @@ static void attention_case(gllmk_dtype dtype, const attention_problem *p) {
   dev q = dev_random(dtype, SHAPE(p->batch, p->sq, p->hq, p->d), -1.5, 1.5);
   dev k = dev_random(dtype, SHAPE(p->batch, p->skv, p->hkv, p->d), -1.5, 1.5);
   if (p->rising) {
-    for (int64_t i = 0; i < k.numel; i++) k.host[i] *= 1.0 + (double)(i / (p->hkv * p->d) % p->skv) / 16.0;
+    for (int64_t i = 0; i < k.numel; i++) {
+      int64_t key = i / (p->hkv * p->d) % p->skv;
+      k.host[i] *= 1.0 + (double)key / 16.0;
+    }
     dev_upload(&k);
   }
   dev v = dev_random(dtype, SHAPE(p->batch, p->skv, p->hkv, p->d), -1, 1);
