@@ -59,12 +59,28 @@ void gather(uvec4 w, inout float m, inout float s) {
   softmax_fold(v, PER_WORD, m, s);
 }
 
+/* BF16 words of softmax results, rounded to nearest even like
+ * f32_to_bf16_bits in fewer operations (on an H200, [262, 128256] took 57.5
+ * us against 60.3): the values are >= 0 or NaN, so min() turns every NaN
+ * into the quiet 0x7fc00000 and the rounding add cannot carry out of the
+ * word. */
+uvec4 probabilities_to_bf16(float v[8]) {
+  uvec4 w;
+  [[unroll]] for (uint k = 0u; k < 4u; k++) {
+    uvec2 b = min(floatBitsToUint(vec2(v[2u * k], v[2u * k + 1u])), uvec2(0x7fc00000u));
+    b += 0x7fffu + ((b >> 16) & 1u);
+    w[k] = (b.x >> 16) | (b.y & 0xffff0000u);
+  }
+  return w;
+}
+
 /* The output word of a source word: exp(v - shift) * factor. */
 uvec4 finish(uvec4 w, float shift, float factor) {
   float v[8];
   values(w, v);
   [[unroll]] for (uint k = 0u; k < 8u; k++) v[k] = exp(v[k] - shift) * factor;
   if (DTYPE == DT_F32) return floatBitsToUint(vec4(v[0], v[1], v[2], v[3]));
+  if (DTYPE == DT_BF16) return probabilities_to_bf16(v);
   return f32_to_halves(v, DTYPE);
 }
 
