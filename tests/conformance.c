@@ -1291,6 +1291,9 @@ static void conf_paged_attention(void) {
        "GQA decode and prefill"},
       {4, 1, 256, 16, 1, {45}, {45}, "MQA prefill D=256"},
       {2, 1, 8, 4, 2, {3, 1}, {2, 1}, "tiny D=8"},
+      {8, 2, 128, 16, 4, {1, 300, 77, quick ? 400 : 1000}, {1, 1, 1, 1}, "GQA decode, long"},
+      {4, 1, 256, 16, 3, {45, 20, 2}, {1, 0, 2}, "decode with an empty sequence, D=256"},
+      {4, 4, 64, 5, 2, {23, 9}, {1, 1}, "decode, odd block size"},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)

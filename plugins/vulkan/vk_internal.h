@@ -115,6 +115,7 @@ typedef struct vk_physical {
    * bf16 -> f32 through VK_KHR_shader_bfloat16 (matmul_khr_bf16), each with
    * VK_KHR_SHARED of shared memory. */
   int coopmat_khr_f16, coopmat_khr_bf16;
+  int subgroup_shuffle; /* the native form and subgroupShuffleXor (paged_decode.comp) */
   uint32_t subgroup_size;
 } vk_physical;
 

@@ -40,13 +40,15 @@ static uint64_t vk_attention_khr_shared(int32_t dtype, uint64_t head_dim) {
          2 * 256 * 4 + 20 * rows + 4;
 }
 
-/* Whether attention_khr.glsl can read t's rows as 16-byte words: the dims
+/* Whether a kernel can read t's rows as 16-byte words: the last dim
  * contiguous, the offset and the other strides multiples of 8 elements, and
  * bindings that start on 16 bytes. */
-static int vk_attention_rows_in_words(const gllmk_plugin_device *dev, const gllmk_tensor *t) {
+static int vk_rows_in_words(const gllmk_plugin_device *dev, const gllmk_tensor *t) {
   uint64_t align = dev->phys->limits.minStorageBufferOffsetAlignment;
-  int64_t strides = t->strides[0] | t->strides[1] | t->strides[2];
-  return t->strides[3] == 1 && t->offset % 8 == 0 && strides % 8 == 0 && align % 16 == 0;
+  int64_t strides = 0;
+  for (int32_t i = 0; i + 1 < t->ndim; i++) strides |= t->strides[i];
+  return t->strides[t->ndim - 1] == 1 && t->offset % 8 == 0 && strides % 8 == 0 &&
+         align % 16 == 0;
 }
 
 /* Sets up call for the op's kernel: attention_khr_f16/bf16 on tensor cores
@@ -63,8 +65,8 @@ static uint32_t vk_attention_kernel(vk_call *call, gllmk_plugin_device *dev,
              (dtype == GLLMK_F16 && phys->coopmat_khr_f16)) &&
             (head_dim == 64 || head_dim == 128) &&
             vk_attention_khr_shared(dtype, head_dim) <= phys->limits.maxComputeSharedMemorySize &&
-            vk_attention_rows_in_words(dev, q) && vk_attention_rows_in_words(dev, args->k) &&
-            vk_attention_rows_in_words(dev, args->v);
+            vk_rows_in_words(dev, q) && vk_rows_in_words(dev, args->k) &&
+            vk_rows_in_words(dev, args->v);
   if (!khr) {
     vk_call_init(call, dev, VK_KERNEL_attention, dtype, VK_ATTENTION_GROUP);
     vk_attention_tiles(call, q->shape[3]);
@@ -121,39 +123,110 @@ gllmk_status vk_attention(gllmk_plugin_device *dev, const gllmk_attention_args *
                      (uint64_t)k->shape[2], (uint64_t)q->shape[0]);
 }
 
-gllmk_status vk_paged_attention(gllmk_plugin_device *dev, const gllmk_paged_attention_args *args) {
+/* The push constants of paged_attention.comp and paged_decode.comp (which
+ * alone reads the last three). */
+typedef struct vk_paged_push {
+  uint32_t tokens, batch, hq, head_dim, group;
+  float scale;
+  uint32_t block_size, max_blocks, cache_blocks, hkv;
+  uint32_t q_offset, q_st, q_sh, o_offset, o_st, o_sh;
+  uint32_t k_offset, v_offset, table_offset, starts_offset, lens_offset;
+  uint32_t splits, split_keys, head_chunks;
+} vk_paged_push;
+
+/* Binds the op's tensors to `call` and fills everything in `p` but the
+ * split. */
+static void vk_paged_bind(vk_call *call, const gllmk_paged_attention_args *args,
+                          vk_paged_push *p) {
   const gllmk_tensor *q = args->q, *out = args->out, *kc = args->k_cache;
+  memset(p, 0, sizeof *p);
+  p->tokens = vk_call_u32(call, q->shape[0], "T");
+  p->batch = vk_call_u32(call, args->block_table->shape[0], "the batch");
+  p->hq = vk_call_u32(call, q->shape[1], "Hq");
+  p->head_dim = (uint32_t)q->shape[2];
+  p->group = (uint32_t)(q->shape[1] / kc->shape[2]);
+  p->scale = args->scale;
+  p->block_size = vk_call_u32(call, kc->shape[1], "the block size");
+  p->max_blocks = vk_call_u32(call, args->block_table->shape[1], "max_blocks");
+  p->cache_blocks = vk_call_u32(call, kc->shape[0], "the cache blocks");
+  p->hkv = (uint32_t)kc->shape[2];
+  p->o_offset = vk_call_tensor(call, 0, out);
+  p->o_st = vk_call_stride(call, out, 0);
+  p->o_sh = vk_call_stride(call, out, 1);
+  p->q_offset = vk_call_tensor(call, 1, q);
+  p->q_st = vk_call_stride(call, q, 0);
+  p->q_sh = vk_call_stride(call, q, 1);
+  p->k_offset = vk_call_tensor(call, 2, kc);
+  p->v_offset = vk_call_tensor(call, 3, args->v_cache);
+  p->table_offset = vk_call_tensor(call, 4, args->block_table);
+  p->starts_offset = vk_call_tensor(call, 5, args->q_starts);
+  p->lens_offset = vk_call_tensor(call, 6, args->seq_lens);
+}
+
+/* paged_decode.comp: workgroup size, the bytes of its merge buffer, and the
+ * workgroups its split aims at per compute unit. */
+#define VK_DECODE_GROUP 128
+#define VK_DECODE_MERGE_BYTES 32768
+#define VK_DECODE_GROUPS_PER_UNIT 16
+#define VK_DECODE_MIN_SPLIT_KEYS 128
+
+/* paged_decode.comp where it applies (at most one new token per sequence
+ * on average, head_dim 8 * a power of two up to 256, q and the caches in
+ * 16-byte words); returns 0 elsewhere. */
+static int vk_paged_decode(gllmk_plugin_device *dev, const gllmk_paged_attention_args *args,
+                           gllmk_status *status) {
+  const vk_physical *phys = dev->phys;
+  const gllmk_tensor *q = args->q, *kc = args->k_cache;
+  int64_t tokens = q->shape[0], head_dim = q->shape[2];
+  int64_t words = head_dim / 8;
+  if (!phys->subgroup_shuffle || tokens == 0 || tokens > args->block_table->shape[0] ||
+      head_dim % 8 != 0 || words > 32 || (words & (words - 1)) != 0 ||
+      !vk_rows_in_words(dev, q) || kc->offset % 8 != 0 || args->v_cache->offset % 8 != 0)
+    return 0;
+  uint32_t lanes = (uint32_t)words < phys->subgroup_size ? (uint32_t)words : phys->subgroup_size;
+  uint32_t key_groups = VK_DECODE_GROUP / lanes;
+  uint32_t group = (uint32_t)(q->shape[1] / kc->shape[2]);
+  uint32_t heads = VK_DECODE_MERGE_BYTES / (key_groups * (uint32_t)head_dim * 4);
+  if (heads > group) heads = group;
+  if (heads > 8) heads = 8;
+  vk_call call;
+  vk_call_init(&call, dev, VK_KERNEL_paged_decode, q->dtype, VK_DECODE_GROUP);
+  call.key.extra[0] = heads;
+  call.key.extra[1] = lanes;
+  call.key.extra[2] = (uint32_t)words / lanes;
+  vk_paged_push p;
+  vk_paged_bind(&call, args, &p);
+  p.head_chunks = (group + heads - 1) / heads;
+  /* Split every token's keys (at most max_keys) until the workgroups fill
+   * the device several times over, keeping VK_DECODE_MIN_SPLIT_KEYS each. */
+  uint64_t max_keys = (uint64_t)p.max_blocks * p.block_size;
+  uint64_t groups = (uint64_t)p.tokens * p.hkv * p.head_chunks;
+  uint64_t units = phys->info.compute_units ? phys->info.compute_units : 8;
+  uint64_t splits = vk_groups(VK_DECODE_GROUPS_PER_UNIT * units, groups);
+  uint64_t most = vk_groups(max_keys, VK_DECODE_MIN_SPLIT_KEYS);
+  if (splits > most) splits = most;
+  p.split_keys = vk_call_u32(&call, vk_groups(max_keys, splits), "a split of the keys");
+  p.splits = (uint32_t)vk_groups(max_keys, p.split_keys ? p.split_keys : 1);
+  uint64_t partials = (uint64_t)p.tokens * p.hq * p.splits * (p.head_dim + 2) * sizeof(float);
+  *status = vk_scratch_reserve(dev, partials);
+  if (*status != GLLMK_OK) return 1;
+  vk_call_memory(&call, 7, &dev->scratch, 0, partials);
+  *status = vk_call_run(&call, &p, sizeof p, p.tokens, (uint64_t)p.hkv * p.head_chunks, p.splits);
+  if (*status != GLLMK_OK) return 1;
+  call.key.variant = 1;
+  *status = vk_call_run(&call, &p, sizeof p, (uint64_t)p.tokens * p.hq, 1, 1);
+  return 1;
+}
+
+gllmk_status vk_paged_attention(gllmk_plugin_device *dev, const gllmk_paged_attention_args *args) {
+  gllmk_status s;
+  if (vk_paged_decode(dev, args, &s)) return s;
+  const gllmk_tensor *q = args->q;
   vk_call call;
   vk_call_init(&call, dev, VK_KERNEL_paged_attention, q->dtype, VK_ATTENTION_GROUP);
   vk_attention_tiles(&call, q->shape[2]);
-  struct {
-    uint32_t tokens, batch, hq, head_dim, group;
-    float scale;
-    uint32_t block_size, max_blocks, cache_blocks, hkv;
-    uint32_t q_offset, q_st, q_sh, o_offset, o_st, o_sh;
-    uint32_t k_offset, v_offset, table_offset, starts_offset, lens_offset;
-  } p;
-  p.tokens = vk_call_u32(&call, q->shape[0], "T");
-  p.batch = vk_call_u32(&call, args->block_table->shape[0], "the batch");
-  p.hq = vk_call_u32(&call, q->shape[1], "Hq");
-  p.head_dim = (uint32_t)q->shape[2];
-  p.group = (uint32_t)(q->shape[1] / kc->shape[2]);
-  p.scale = args->scale;
-  p.block_size = vk_call_u32(&call, kc->shape[1], "the block size");
-  p.max_blocks = vk_call_u32(&call, args->block_table->shape[1], "max_blocks");
-  p.cache_blocks = vk_call_u32(&call, kc->shape[0], "the cache blocks");
-  p.hkv = (uint32_t)kc->shape[2];
-  p.o_offset = vk_call_tensor(&call, 0, out);
-  p.o_st = vk_call_stride(&call, out, 0);
-  p.o_sh = vk_call_stride(&call, out, 1);
-  p.q_offset = vk_call_tensor(&call, 1, q);
-  p.q_st = vk_call_stride(&call, q, 0);
-  p.q_sh = vk_call_stride(&call, q, 1);
-  p.k_offset = vk_call_tensor(&call, 2, kc);
-  p.v_offset = vk_call_tensor(&call, 3, args->v_cache);
-  p.table_offset = vk_call_tensor(&call, 4, args->block_table);
-  p.starts_offset = vk_call_tensor(&call, 5, args->q_starts);
-  p.lens_offset = vk_call_tensor(&call, 6, args->seq_lens);
+  vk_paged_push p;
+  vk_paged_bind(&call, args, &p);
   /* Any one sequence may hold all T tokens: the grid covers that. */
   uint64_t rows = (uint64_t)p.tokens * p.group;
   return vk_call_run(&call, &p, sizeof p, vk_groups(rows, call.key.extra[0]), p.hkv, p.batch);

@@ -299,6 +299,8 @@ static int vk_examine(VkPhysicalDevice pd, vk_physical *phys, char *why, size_t 
                  (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                  (subgroup.supportedOperations & needed_ops) == needed_ops &&
                  subgroup.subgroupSize >= 4;
+  phys->subgroup_shuffle =
+      phys->native && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   phys->coopmat_nv = phys->native && vk_has_coopmat_nv(pd, lim, &f12, &subgroup);
   vk_examine_coopmat_khr(pd, phys, &f12, &subgroup);
 

@@ -46,25 +46,7 @@ uint key_v_offset(uint pos) {
 }
 
 shared int block_last;
-shared uint layout_ok;
-shared uint first_bad_block;
-
-/* Whether q_starts and seq_lens describe the T tokens (every workgroup
- * checks, so every one knows). */
-bool layout_valid() {
-  if (gl_LocalInvocationIndex == 0u) layout_ok = 1u;
-  barrier();
-  int t = int(p.tokens);
-  if (gl_LocalInvocationIndex == 0u &&
-      (starts_i32[p.starts_offset] != 0 || starts_i32[p.starts_offset + p.batch] != t))
-    layout_ok = 0u;
-  for (uint s = gl_LocalInvocationIndex; s < p.batch; s += gl_WorkGroupSize.x) {
-    int q_len = starts_i32[p.starts_offset + s + 1u] - starts_i32[p.starts_offset + s];
-    if (q_len < 0 || lens_i32[p.lens_offset + s] < q_len) layout_ok = 0u;
-  }
-  barrier();
-  return layout_ok != 0u;
-}
+#include "paged.glsl"
 
 /* Zeroes this workgroup's share of every output row. */
 void zero_output() {
@@ -77,31 +59,6 @@ void zero_output() {
     for (uint d = gl_LocalInvocationIndex; d < p.head_dim; d += gl_WorkGroupSize.x)
       out_store(p.o_offset + t * p.o_st + h * p.o_sh + d, 0.0);
   }
-}
-
-/* Positions of sequence b whose blocks can be read (raising the first
- * problem found). */
-int readable_length(uint b, int seq_len) {
-  uint needed = (uint(seq_len) + p.block_size - 1u) / p.block_size;
-  if (gl_LocalInvocationIndex == 0u) first_bad_block = needed;
-  barrier();
-  for (uint i = gl_LocalInvocationIndex; i < min(needed, p.max_blocks); i += gl_WorkGroupSize.x) {
-    int block = table_i32[p.table_offset + b * p.max_blocks + i];
-    if (block < 0 || uint(block) >= p.cache_blocks) atomicMin(first_bad_block, i);
-  }
-  if (gl_LocalInvocationIndex == 0u && needed > p.max_blocks)
-    atomicMin(first_bad_block, p.max_blocks);
-  barrier();
-  uint bad = first_bad_block;
-  bool reporter = gl_LocalInvocationIndex == 0u && gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u;
-  if (bad < needed && reporter) {
-    if (bad < p.max_blocks)
-      raise_error(ERR_PAGED_BLOCK, table_i32[p.table_offset + b * p.max_blocks + bad],
-                  int(p.cache_blocks));
-    else
-      raise_error(ERR_PAGED_LENGTH, seq_len, int(p.max_blocks * p.block_size));
-  }
-  return bad < needed ? int(bad * p.block_size) : seq_len;
 }
 
 void main() {
@@ -117,7 +74,7 @@ void main() {
   int seq_len = lens_i32[p.lens_offset + b];
   uint rows = q_len * p.group;
   if (gl_WorkGroupID.x * BQ >= rows) return; /* the grid covers the longest possible sequence */
-  int readable = readable_length(b, seq_len);
+  int readable = readable_length(b, seq_len, gl_WorkGroupID.x == 0u && gl_WorkGroupID.y == 0u);
   for (uint first = gl_WorkGroupID.x * BQ; first < rows; first += gl_NumWorkGroups.x * BQ) {
     barrier();
     attend_init();

@@ -1,0 +1,51 @@
+/*
+ * paged.glsl - the checks of paged_attention's device data that
+ * paged_attention.comp and paged_decode.comp share (as the cpu backend
+ * makes them). The including kernel declares `starts` (binding 5), `lens`
+ * (6) and `table` (4) with INT_IN and push constants `p` with tokens, batch,
+ * block_size, max_blocks, cache_blocks and the three offsets.
+ */
+
+shared uint layout_ok;
+shared uint first_bad_block;
+
+/* Whether q_starts and seq_lens describe the T tokens (every workgroup
+ * checks, so every one knows). */
+bool layout_valid() {
+  if (gl_LocalInvocationIndex == 0u) layout_ok = 1u;
+  barrier();
+  int t = int(p.tokens);
+  if (gl_LocalInvocationIndex == 0u &&
+      (starts_i32[p.starts_offset] != 0 || starts_i32[p.starts_offset + p.batch] != t))
+    layout_ok = 0u;
+  for (uint s = gl_LocalInvocationIndex; s < p.batch; s += gl_WorkGroupSize.x) {
+    int q_len = starts_i32[p.starts_offset + s + 1u] - starts_i32[p.starts_offset + s];
+    if (q_len < 0 || lens_i32[p.lens_offset + s] < q_len) layout_ok = 0u;
+  }
+  barrier();
+  return layout_ok != 0u;
+}
+
+/* Positions of sequence b whose blocks can be read (the reporter raising
+ * the first problem found). */
+int readable_length(uint b, int seq_len, bool reporter) {
+  uint needed = (uint(seq_len) + p.block_size - 1u) / p.block_size;
+  if (gl_LocalInvocationIndex == 0u) first_bad_block = needed;
+  barrier();
+  for (uint i = gl_LocalInvocationIndex; i < min(needed, p.max_blocks); i += gl_WorkGroupSize.x) {
+    int block = table_i32[p.table_offset + b * p.max_blocks + i];
+    if (block < 0 || uint(block) >= p.cache_blocks) atomicMin(first_bad_block, i);
+  }
+  if (gl_LocalInvocationIndex == 0u && needed > p.max_blocks)
+    atomicMin(first_bad_block, p.max_blocks);
+  barrier();
+  uint bad = first_bad_block;
+  if (bad < needed && reporter && gl_LocalInvocationIndex == 0u) {
+    if (bad < p.max_blocks)
+      raise_error(ERR_PAGED_BLOCK, table_i32[p.table_offset + b * p.max_blocks + bad],
+                  int(p.cache_blocks));
+    else
+      raise_error(ERR_PAGED_LENGTH, seq_len, int(p.max_blocks * p.block_size));
+  }
+  return bad < needed ? int(bad * p.block_size) : seq_len;
+}

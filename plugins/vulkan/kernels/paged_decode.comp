@@ -1,0 +1,214 @@
+#version 450
+/* paged_decode.comp - paged_attention for batches of about one new token per
+ * sequence (tokens <= batch: decode) as flash-decoding. VARIANT 0 splits
+ * each token's keys over p.splits workgroups, which write partial results
+ * (maximum, sum, unnormalised output) to a scratch buffer; VARIANT 1 merges
+ * them into out. paged_attention.comp, one workgroup walking all of a
+ * sequence's keys, left most of the device idle there.
+ *
+ * Variant 0: workgroup (token t, y, split s) takes query heads
+ * [y % head_chunks * HEADS, + HEADS) of kv head y / head_chunks, and keys
+ * [s * split_keys, + split_keys) of those t sees. LANES invocations share a
+ * key, each holding WPL of its 16-byte words (head_dim = 8 * LANES * WPL);
+ * the KEY_GROUPS groups of LANES take every KEY_GROUPS-th key, two at a
+ * time, keep their own running maximum, sum and output per head (scores in
+ * log2 units), and merge them through shared memory at the end.
+ *
+ * Device data is checked as paged_attention.comp does (paged.glsl). A row
+ * whose keys are not all readable, and every row of a layout that does not
+ * describe T tokens, leaves empty partials, which variant 1 writes as zeros.
+ *
+ * Partials (binding 7, F32): row r = t * hq + h, split s at
+ * (r * splits + s) * (head_dim + 2): the output's head_dim sums, then the
+ * maximum and the sum of exponentials. */
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#include "common.glsl"
+
+layout(constant_id = 4) const uint HEADS = 4u; /* query heads per workgroup, <= HEADS_MAX */
+layout(constant_id = 5) const uint LANES = 16u; /* a power of two, at most the subgroup */
+layout(constant_id = 6) const uint WPL = 1u;    /* words per lane, <= WPL_MAX */
+const uint HEADS_MAX = 8u, WPL_MAX = 4u;
+const uint KEY_GROUPS = gl_WorkGroupSize.x / LANES;
+const uint DIMS = 8u * WPL;         /* dims per lane */
+const uint HEAD_DIM = DIMS * LANES; /* = p.head_dim */
+
+FLOAT_OUT(out, 0, DTYPE)
+FLOAT_IN(q, 1, DTYPE)
+FLOAT_IN(k, 2, DTYPE)
+FLOAT_IN(v, 3, DTYPE)
+INT_IN(table, 4)
+INT_IN(starts, 5)
+INT_IN(lens, 6)
+layout(std430, binding = 7) buffer Partials { float part[]; };
+
+layout(push_constant) uniform Push {
+  uint tokens, batch, hq, head_dim, group;
+  float scale;
+  uint block_size, max_blocks, cache_blocks, hkv;
+  uint q_offset, q_st, q_sh;
+  uint o_offset, o_st, o_sh;
+  uint k_offset, v_offset, table_offset, starts_offset, lens_offset;
+  uint splits, split_keys, head_chunks;
+} p;
+
+#include "paged.glsl"
+
+shared float merge_max[KEY_GROUPS * HEADS], merge_sum[KEY_GROUPS * HEADS];
+shared float merge_out[KEY_GROUPS * HEADS * HEAD_DIM];
+
+float q_row[HEADS_MAX][8u * WPL_MAX]; /* this lane's dims of each head's query, in log2 units */
+float row_max[HEADS_MAX], row_sum[HEADS_MAX];
+float acc[HEADS_MAX][8u * WPL_MAX];
+
+/* The sequence holding token t: the last b with q_starts[b] <= t. */
+uint sequence_of(uint t) {
+  uint lo = 0u, hi = p.batch - 1u;
+  while (lo < hi) {
+    uint mid = (lo + hi + 1u) / 2u;
+    if (uint(starts_i32[p.starts_offset + mid]) <= t) lo = mid; else hi = mid - 1u;
+  }
+  return lo;
+}
+
+/* Element offset of this lane's first dim of key `pos` of kv head hk. */
+uint key_at(uint b, uint hk, uint pos, uint lane) {
+  uint block = uint(table_i32[p.table_offset + b * p.max_blocks + pos / p.block_size]);
+  uint slot = block * p.block_size + pos % p.block_size;
+  return (slot * p.hkv + hk) * HEAD_DIM + lane * DIMS;
+}
+
+void load_words(bool is_k, uint at, out float x[8u * WPL_MAX]) {
+  [[unroll]] for (uint w = 0u; w < WPL_MAX; w++) {
+    if (w >= WPL) break;
+    float e[8];
+    if (is_k) k_load8(p.k_offset + at + 8u * w, e); else v_load8(p.v_offset + at + 8u * w, e);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) x[8u * w + i] = e[i];
+  }
+}
+
+/* Folds one key (this lane's dims of it) into every head's running state. */
+void visit(float kx[8u * WPL_MAX], float vx[8u * WPL_MAX]) {
+  [[unroll]] for (uint h = 0u; h < HEADS; h++) {
+    float dot = 0.0;
+    [[unroll]] for (uint i = 0u; i < DIMS; i++) dot += q_row[h][i] * kx[i];
+    for (uint lanes = LANES / 2u; lanes > 0u; lanes /= 2u) dot += subgroupShuffleXor(dot, lanes);
+    float top = max(row_max[h], dot);
+    float rescale = exp2(row_max[h] - top), weight = exp2(dot - top);
+    row_sum[h] = row_sum[h] * rescale + weight;
+    [[unroll]] for (uint i = 0u; i < DIMS; i++) acc[h][i] = acc[h][i] * rescale + weight * vx[i];
+    row_max[h] = top;
+  }
+}
+
+void partial_main() {
+  uint tid = gl_LocalInvocationIndex, t = gl_WorkGroupID.x, split = gl_WorkGroupID.z;
+  uint hk = gl_WorkGroupID.y / p.head_chunks;
+  uint h0 = hk * p.group + (gl_WorkGroupID.y - hk * p.head_chunks) * HEADS;
+  uint heads = min(HEADS, (hk + 1u) * p.group - h0);
+  uint g = tid / LANES, lane = tid - g * LANES;
+
+  uint b = 0u, key_end = 0u; /* keys [0, key_end) are the token's */
+  if (layout_valid()) {
+    b = sequence_of(t);
+    int q_first = starts_i32[p.starts_offset + b];
+    int q_len = starts_i32[p.starts_offset + b + 1u] - q_first;
+    int seq_len = lens_i32[p.lens_offset + b];
+    int last = seq_len - q_len + (int(t) - q_first);
+    bool reporter = split == 0u && gl_WorkGroupID.y == 0u && int(t) == q_first;
+    if (last < readable_length(b, seq_len, reporter)) key_end = uint(last) + 1u;
+  } else if (tid == 0u && gl_WorkGroupID == uvec3(0u)) {
+    raise_error(ERR_PAGED_LAYOUT, starts_i32[p.starts_offset + p.batch], int(p.tokens));
+  }
+
+  float to_log2 = p.scale * 1.4426950408889634;
+  [[unroll]] for (uint h = 0u; h < HEADS; h++) {
+    row_max[h] = NEG_INF;
+    row_sum[h] = 0.0;
+    [[unroll]] for (uint i = 0u; i < DIMS; i++) acc[h][i] = 0.0;
+    uint at = p.q_offset + t * p.q_st + min(h0 + h, p.hq - 1u) * p.q_sh + lane * DIMS;
+    [[unroll]] for (uint w = 0u; w < WPL; w++) {
+      float e[8];
+      q_load8(at + 8u * w, e);
+      [[unroll]] for (uint i = 0u; i < 8u; i++) q_row[h][8u * w + i] = e[i] * to_log2;
+    }
+  }
+
+  uint first = split * p.split_keys, stop = min(first + p.split_keys, key_end);
+  uint pos = first + g;
+  for (; pos + KEY_GROUPS < stop; pos += 2u * KEY_GROUPS) {
+    uint at0 = key_at(b, hk, pos, lane), at1 = key_at(b, hk, pos + KEY_GROUPS, lane);
+    float k0[8u * WPL_MAX], v0[8u * WPL_MAX], k1[8u * WPL_MAX], v1[8u * WPL_MAX];
+    load_words(true, at0, k0);
+    load_words(false, at0, v0);
+    load_words(true, at1, k1);
+    load_words(false, at1, v1);
+    visit(k0, v0);
+    visit(k1, v1);
+  }
+  if (pos < stop) {
+    uint at0 = key_at(b, hk, pos, lane);
+    float k0[8u * WPL_MAX], v0[8u * WPL_MAX];
+    load_words(true, at0, k0);
+    load_words(false, at0, v0);
+    visit(k0, v0);
+  }
+
+  /* Merge the key groups' states; write the workgroup's partials. */
+  [[unroll]] for (uint h = 0u; h < HEADS; h++) {
+    if (lane == 0u) {
+      merge_max[g * HEADS + h] = row_max[h];
+      merge_sum[g * HEADS + h] = row_sum[h];
+    }
+    [[unroll]] for (uint i = 0u; i < DIMS; i++)
+      merge_out[(g * HEADS + h) * HEAD_DIM + lane * DIMS + i] = acc[h][i];
+  }
+  barrier();
+  for (uint idx = tid; idx < heads * HEAD_DIM; idx += gl_WorkGroupSize.x) {
+    uint h = idx / HEAD_DIM, d = idx - h * HEAD_DIM;
+    float top = NEG_INF;
+    for (uint j = 0u; j < KEY_GROUPS; j++) top = max(top, merge_max[j * HEADS + h]);
+    float sum = 0.0, o = 0.0;
+    for (uint j = 0u; j < KEY_GROUPS; j++) {
+      float m = merge_max[j * HEADS + h];
+      if (m == NEG_INF) continue;
+      float f = exp2(m - top);
+      sum += merge_sum[j * HEADS + h] * f;
+      o += merge_out[(j * HEADS + h) * HEAD_DIM + d] * f;
+    }
+    uint at = ((t * p.hq + h0 + h) * p.splits + split) * (HEAD_DIM + 2u);
+    part[at + d] = o;
+    if (d == 0u) {
+      part[at + HEAD_DIM] = top;
+      part[at + HEAD_DIM + 1u] = sum;
+    }
+  }
+}
+
+/* Variant 1: out row (t, h) from its splits' partials (zeros where none
+ * holds a key). */
+void merge_main() {
+  for (uint r = gl_WorkGroupID.x; r < p.tokens * p.hq; r += gl_NumWorkGroups.x) {
+    uint t = r / p.hq, h = r - t * p.hq;
+    uint base = r * p.splits * (p.head_dim + 2u);
+    float top = NEG_INF, sum = 0.0;
+    for (uint s = 0u; s < p.splits; s++) top = max(top, part[base + s * (p.head_dim + 2u) + p.head_dim]);
+    for (uint s = 0u; s < p.splits; s++) {
+      uint at = base + s * (p.head_dim + 2u) + p.head_dim;
+      if (part[at] != NEG_INF) sum += part[at + 1u] * exp2(part[at] - top);
+    }
+    for (uint d = gl_LocalInvocationIndex; d < p.head_dim; d += gl_WorkGroupSize.x) {
+      float o = 0.0;
+      for (uint s = 0u; s < p.splits; s++) {
+        uint at = base + s * (p.head_dim + 2u);
+        float m = part[at + p.head_dim];
+        if (m != NEG_INF) o += part[at + d] * exp2(m - top);
+      }
+      out_store(p.o_offset + t * p.o_st + h * p.o_sh + d, sum > 0.0 ? o / sum : 0.0);
+    }
+  }
+}
+
+void main() {
+  if (VARIANT == 0u) partial_main(); else merge_main();
+}
