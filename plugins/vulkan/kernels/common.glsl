@@ -310,20 +310,25 @@ float wg_max(float v) { return wg_reduce(v, true); }
 
 float sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }
 
-/* Folds the first n (<= 8) of the values v into softmax's running maximum m
- * and sum s of exp(v - m). -inf values (masked logits) add nothing: while
- * all are -inf, m stays -inf and no -inf - -inf (NaN) is taken. */
+/* log2(e): softmax works in log2 units, exp(x) = exp2(x * LOG2E), so that
+ * one multiply scales the logits and exp2 needs no further one. */
+#define LOG2E 1.4426950408889634
+
+/* Folds the first n (<= 8) of the values v (in log2 units) into softmax's
+ * running maximum m and sum s of exp2(v - m). -inf values (masked logits)
+ * add nothing: while all are -inf, m stays -inf and no -inf - -inf (NaN) is
+ * taken. */
 void softmax_fold(const in float v[8], const uint n, inout float m, inout float s) {
   float top = m;
   [[unroll]] for (uint k = 0u; k < 8u; k++)
     if (k < n) top = max(top, v[k]);
   if (top == NEG_INF) return;
   if (top > m) {
-    s *= exp(m - top);
+    s *= exp2(m - top);
     m = top;
   }
   [[unroll]] for (uint k = 0u; k < 8u; k++)
-    if (k < n) s += exp(v[k] - m);
+    if (k < n) s += exp2(v[k] - m);
 }
 
 /* e^y for F32 results judged to a few ulp far from 1: GLSL's exp may err by

@@ -120,7 +120,7 @@ void again8(uint xo, uint ro, uint u, out float v[8]) {
 void finish8(uint oo, uint u, float v[8], float a, float b) {
   float r[8];
   if (VARIANT == OP_SOFTMAX) {
-    [[unroll]] for (uint k = 0u; k < 8u; k++) r[k] = exp(p.scale * v[k] - a) * b;
+    [[unroll]] for (uint k = 0u; k < 8u; k++) r[k] = exp2(p.scale * LOG2E * v[k] - a) * b;
   } else {
     float wv[8];
     w_load8(p.w_offset + 8u * u, wv);
@@ -139,7 +139,7 @@ void finish8(uint oo, uint u, float v[8], float a, float b) {
 void gather8(float v[8], inout float s1, inout float s2) {
   if (VARIANT == OP_SOFTMAX) {
     float scaled[8];
-    [[unroll]] for (uint k = 0u; k < 8u; k++) scaled[k] = p.scale * v[k];
+    [[unroll]] for (uint k = 0u; k < 8u; k++) scaled[k] = p.scale * LOG2E * v[k];
     softmax_fold(scaled, 8u, s1, s2);
   } else if (VARIANT == OP_RMSNORM || VARIANT == OP_ADD_RMSNORM) {
     [[unroll]] for (uint k = 0u; k < 8u; k++) s1 += v[k] * v[k];
@@ -189,7 +189,7 @@ void row8(uint xo, uint ro, uint oo) {
   float shift = 0.0, factor; /* out = (v - shift) * factor (* w (+ bias)) */
   if (VARIANT == OP_SOFTMAX) {
     shift = wg_max(s1);
-    factor = 1.0 / wg_sum(s1 == NEG_INF ? 0.0 : s2 * exp(s1 - shift));
+    factor = 1.0 / wg_sum(s1 == NEG_INF ? 0.0 : s2 * exp2(s1 - shift));
   } else if (VARIANT == OP_RMSNORM || VARIANT == OP_ADD_RMSNORM) {
     factor = 1.0 / sqrt(wg_sum(s1) / float(p.cols) + p.eps);
   } else {

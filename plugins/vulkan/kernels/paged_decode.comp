@@ -10,7 +10,7 @@
  * [y % head_chunks * HEADS, + HEADS) of kv head y / head_chunks, and keys
  * [s * split_keys, + split_keys) of those t sees. LANES invocations share a
  * key, each holding WPL of its 16-byte words (head_dim = 8 * LANES * WPL);
- * the KEY_GROUPS groups of LANES take every KEY_GROUPS-th key, two at a
+ * the KEY_GROUPS groups of LANES take every KEY_GROUPS-th key, four at a
  * time, keep their own running maximum, sum and output per head (scores in
  * log2 units), and merge them through shared memory at the end.
  *
@@ -121,7 +121,7 @@ void partial_main() {
     raise_error(ERR_PAGED_LAYOUT, starts_i32[p.starts_offset + p.batch], int(p.tokens));
   }
 
-  float to_log2 = p.scale * 1.4426950408889634;
+  float to_log2 = p.scale * LOG2E;
   [[unroll]] for (uint h = 0u; h < HEADS; h++) {
     row_max[h] = NEG_INF;
     row_sum[h] = 0.0;
@@ -135,23 +135,17 @@ void partial_main() {
   }
 
   uint first = split * p.split_keys, stop = min(first + p.split_keys, key_end);
-  uint pos = first + g;
-  for (; pos + KEY_GROUPS < stop; pos += 2u * KEY_GROUPS) {
-    uint at0 = key_at(b, hk, pos, lane), at1 = key_at(b, hk, pos + KEY_GROUPS, lane);
-    float k0[8u * WPL_MAX], v0[8u * WPL_MAX], k1[8u * WPL_MAX], v1[8u * WPL_MAX];
-    load_words(true, at0, k0);
-    load_words(false, at0, v0);
-    load_words(true, at1, k1);
-    load_words(false, at1, v1);
-    visit(k0, v0);
-    visit(k1, v1);
-  }
-  if (pos < stop) {
-    uint at0 = key_at(b, hk, pos, lane);
-    float k0[8u * WPL_MAX], v0[8u * WPL_MAX];
-    load_words(true, at0, k0);
-    load_words(false, at0, v0);
-    visit(k0, v0);
+  /* Four keys in flight (on an H200, B=16 L=4096 bf16 took 188 us against
+   * 213 with two); past `stop` the last key is loaded again, not visited. */
+  for (uint pos = first + g; pos < stop; pos += 4u * KEY_GROUPS) {
+    float kx[4][8u * WPL_MAX], vx[4][8u * WPL_MAX];
+    [[unroll]] for (uint j = 0u; j < 4u; j++) {
+      uint at = key_at(b, hk, min(pos + j * KEY_GROUPS, stop - 1u), lane);
+      load_words(true, at, kx[j]);
+      load_words(false, at, vx[j]);
+    }
+    [[unroll]] for (uint j = 0u; j < 4u; j++)
+      if (pos + j * KEY_GROUPS < stop) visit(kx[j], vx[j]);
   }
 
   /* Merge the key groups' states; write the workgroup's partials. */

@@ -41,18 +41,18 @@ layout(push_constant) uniform Push {
 
 shared uvec4 stash[STASH * gl_WorkGroupSize.x + 1u]; /* + 1: never empty */
 
-/* The scaled values of a word (F32: the first 4 of v). */
+/* The scaled values of a word in log2 units (F32: the first 4 of v). */
 void values(uvec4 w, out float v[8]) {
   if (DTYPE == DT_F32) {
-    vec4 f = uintBitsToFloat(w) * p.scale;
+    vec4 f = uintBitsToFloat(w) * (p.scale * LOG2E);
     v = float[8](f.x, f.y, f.z, f.w, 0.0, 0.0, 0.0, 0.0);
   } else {
     halves_to_f32(w, DTYPE, v);
-    [[unroll]] for (uint k = 0u; k < 8u; k++) v[k] *= p.scale;
+    [[unroll]] for (uint k = 0u; k < 8u; k++) v[k] *= p.scale * LOG2E;
   }
 }
 
-/* Folds a word into the running maximum m and sum s of exp(v - m). */
+/* Folds a word into the running maximum m and sum s of exp2(v - m). */
 void gather(uvec4 w, inout float m, inout float s) {
   float v[8];
   values(w, v);
@@ -60,8 +60,8 @@ void gather(uvec4 w, inout float m, inout float s) {
 }
 
 /* BF16 words of softmax results, rounded to nearest even like
- * f32_to_bf16_bits in fewer operations (on an H200, [262, 128256] took 57.5
- * us against 60.3): the values are >= 0 or NaN, so min() turns every NaN
+ * f32_to_bf16_bits in fewer operations (on an H200, with exp2 in log2
+ * units, [262, 128256] took 57.5 us against 60.3): the values are >= 0 or NaN, so min() turns every NaN
  * into the quiet 0x7fc00000 and the rounding add cannot carry out of the
  * word. */
 uvec4 probabilities_to_bf16(float v[8]) {
@@ -74,11 +74,11 @@ uvec4 probabilities_to_bf16(float v[8]) {
   return w;
 }
 
-/* The output word of a source word: exp(v - shift) * factor. */
+/* The output word of a source word: exp2(v - shift) * factor. */
 uvec4 finish(uvec4 w, float shift, float factor) {
   float v[8];
   values(w, v);
-  [[unroll]] for (uint k = 0u; k < 8u; k++) v[k] = exp(v[k] - shift) * factor;
+  [[unroll]] for (uint k = 0u; k < 8u; k++) v[k] = exp2(v[k] - shift) * factor;
   if (DTYPE == DT_F32) return floatBitsToUint(vec4(v[0], v[1], v[2], v[3]));
   if (DTYPE == DT_BF16) return probabilities_to_bf16(v);
   return f32_to_halves(v, DTYPE);
@@ -112,7 +112,7 @@ void main() {
     if (u < words) gather(x_w[xo + u], m, s);
 
     float shift = wg_max(m);
-    float factor = 1.0 / wg_sum(m == NEG_INF ? 0.0 : s * exp(m - shift));
+    float factor = 1.0 / wg_sum(m == NEG_INF ? 0.0 : s * exp2(m - shift));
 
     /* The words read twice, newest first: this invocation's last one down. */
     if (words > on_chip + t) {
