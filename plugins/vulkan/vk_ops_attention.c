@@ -210,8 +210,9 @@ static int vk_paged_decode(gllmk_plugin_device *dev, const gllmk_paged_attention
   uint64_t splits = vk_groups(VK_DECODE_GROUPS_PER_UNIT * units, groups);
   uint64_t most = vk_groups(max_keys, VK_DECODE_MIN_SPLIT_KEYS);
   if (splits > most) splits = most;
-  p.split_keys = vk_call_u32(&call, vk_groups(max_keys, splits), "a split of the keys");
-  p.splits = (uint32_t)vk_groups(max_keys, p.split_keys ? p.split_keys : 1);
+  uint64_t split_keys = vk_groups(max_keys, splits);
+  p.split_keys = vk_call_u32(&call, split_keys, "a split of the keys");
+  p.splits = (uint32_t)vk_groups(max_keys, split_keys);
   uint64_t partials = (uint64_t)p.tokens * p.hq * p.splits * (p.head_dim + 2) * sizeof(float);
   *status = vk_scratch_reserve(dev, partials);
   if (*status != GLLMK_OK) return 1;

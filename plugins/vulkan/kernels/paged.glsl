@@ -10,7 +10,7 @@ shared uint layout_ok;
 shared uint first_bad_block;
 
 /* Whether q_starts and seq_lens describe the T tokens (every workgroup
- * checks, so every one knows). */
+ * checks, so every one knows; the first raises ERR_PAGED_LAYOUT if not). */
 bool layout_valid() {
   if (gl_LocalInvocationIndex == 0u) layout_ok = 1u;
   barrier();
@@ -23,6 +23,8 @@ bool layout_valid() {
     if (q_len < 0 || lens_i32[p.lens_offset + s] < q_len) layout_ok = 0u;
   }
   barrier();
+  if (layout_ok == 0u && gl_LocalInvocationIndex == 0u && gl_WorkGroupID == uvec3(0u))
+    raise_error(ERR_PAGED_LAYOUT, starts_i32[p.starts_offset + p.batch], t);
   return layout_ok != 0u;
 }
 

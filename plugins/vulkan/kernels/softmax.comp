@@ -61,9 +61,9 @@ void gather(uvec4 w, inout float m, inout float s) {
 
 /* BF16 words of softmax results, rounded to nearest even like
  * f32_to_bf16_bits in fewer operations (on an H200, with exp2 in log2
- * units, [262, 128256] took 57.5 us against 60.3): the values are >= 0 or NaN, so min() turns every NaN
- * into the quiet 0x7fc00000 and the rounding add cannot carry out of the
- * word. */
+ * units, [262, 128256] took 57.5 us against 60.3): the values are >= 0 or
+ * NaN, so min() turns every NaN into the quiet 0x7fc00000 and the rounding
+ * add cannot carry out of the word. */
 uvec4 probabilities_to_bf16(float v[8]) {
   uvec4 w;
   [[unroll]] for (uint k = 0u; k < 4u; k++) {
