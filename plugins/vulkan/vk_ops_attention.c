@@ -163,15 +163,14 @@ static void vk_paged_bind(vk_call *call, const gllmk_paged_attention_args *args,
   p->lens_offset = vk_call_tensor(call, 6, args->seq_lens);
 }
 
-/* paged_decode.comp: workgroup size, the bytes of its merge buffer, and the
- * workgroups its split aims at per compute unit. */
+/* paged_decode.comp: workgroup size and the workgroups its split aims at
+ * per compute unit. */
 #define VK_DECODE_GROUP 128
-#define VK_DECODE_MERGE_BYTES 32768
 #define VK_DECODE_GROUPS_PER_UNIT 16
 #define VK_DECODE_MIN_SPLIT_KEYS 128
 /* Its bounds HEADS_MAX and WPL_MAX: query heads per workgroup, and 16-byte
  * words of a key row per invocation (head_dim 256 needs subgroups of 32). */
-#define VK_DECODE_HEADS 4
+#define VK_DECODE_HEADS 2
 #define VK_DECODE_WORDS_PER_LANE 2
 
 /* paged_decode.comp where it applies (at most one new token per sequence
@@ -189,11 +188,8 @@ static int vk_paged_decode(gllmk_plugin_device *dev, const gllmk_paged_attention
     return 0;
   uint32_t lanes = (uint32_t)words < phys->subgroup_size ? (uint32_t)words : phys->subgroup_size;
   if (words / lanes > VK_DECODE_WORDS_PER_LANE) return 0;
-  uint32_t key_groups = VK_DECODE_GROUP / lanes;
   uint32_t group = (uint32_t)(q->shape[1] / kc->shape[2]);
-  uint32_t heads = VK_DECODE_MERGE_BYTES / (key_groups * (uint32_t)head_dim * 4);
-  if (heads > group) heads = group;
-  if (heads > VK_DECODE_HEADS) heads = VK_DECODE_HEADS;
+  uint32_t heads = group < VK_DECODE_HEADS ? group : VK_DECODE_HEADS;
   vk_call call;
   vk_call_init(&call, dev, VK_KERNEL_paged_decode, q->dtype, VK_DECODE_GROUP);
   call.key.extra[0] = heads;

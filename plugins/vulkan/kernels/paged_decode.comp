@@ -10,7 +10,7 @@
  * [y % head_chunks * HEADS, + HEADS) of kv head y / head_chunks, and keys
  * [s * split_keys, + split_keys) of those t sees. LANES invocations share a
  * key, each holding WPL of its 16-byte words (head_dim = 8 * LANES * WPL);
- * the KEY_GROUPS groups of LANES take every KEY_GROUPS-th key, four at a
+ * the KEY_GROUPS groups of LANES take every KEY_GROUPS-th key, IN_FLIGHT at a
  * time, keep their own running maximum, sum and output per head (scores in
  * log2 units), and merge them through shared memory at the end.
  *
@@ -25,13 +25,18 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 
-layout(constant_id = 4) const uint HEADS = 4u; /* query heads per workgroup, <= HEADS_MAX */
+layout(constant_id = 4) const uint HEADS = 2u; /* query heads per workgroup, <= HEADS_MAX */
 layout(constant_id = 5) const uint LANES = 16u; /* a power of two, at most the subgroup */
 layout(constant_id = 6) const uint WPL = 1u;    /* words per lane, <= WPL_MAX */
-/* Bounds of the per-invocation arrays below (4 and 2 measured the same as
- * 8 and 4 on an H200 and an H100, in fewer registers). */
-const uint HEADS_MAX = 4u, WPL_MAX = 2u;
+/* Bounds of the per-invocation arrays below. Registers decide how many
+ * workgroups stay resident: on an H100 (B=16 L=4096 bf16) 4 heads took
+ * 429-447 us, 2 heads 315-329, 1 head 336-351. */
+const uint HEADS_MAX = 2u, WPL_MAX = 2u;
 const uint KEY_GROUPS = gl_WorkGroupSize.x / LANES;
+/* Keys per group loaded at once. On an H100 (B=16 L=4096 bf16) 2 and 4
+ * took the same time; reading the next block-table entries ahead did not
+ * help either. */
+const uint IN_FLIGHT = 2u;
 const uint DIMS = 8u * WPL;         /* dims per lane */
 const uint HEAD_DIM = DIMS * LANES; /* = p.head_dim */
 
@@ -57,7 +62,7 @@ layout(push_constant) uniform Push {
 #include "paged.glsl"
 
 shared float merge_max[KEY_GROUPS * HEADS], merge_sum[KEY_GROUPS * HEADS];
-shared float merge_out[KEY_GROUPS * HEADS * HEAD_DIM];
+shared float merge_out[HEADS * HEAD_DIM];
 
 float q_row[HEADS_MAX][8u * WPL_MAX]; /* this lane's dims of each head's query, in log2 units */
 float row_max[HEADS_MAX], row_sum[HEADS_MAX];
@@ -103,6 +108,13 @@ void visit(float kx[8u * WPL_MAX], float vx[8u * WPL_MAX]) {
   }
 }
 
+/* The maximum over the key groups of head h (after they are in merge_max). */
+float merged_max(uint h) {
+  float top = NEG_INF;
+  for (uint j = 0u; j < KEY_GROUPS; j++) top = max(top, merge_max[j * HEADS + h]);
+  return top;
+}
+
 void partial_main() {
   uint tid = gl_LocalInvocationIndex, t = gl_WorkGroupID.x, split = gl_WorkGroupID.z;
   uint hk = gl_WorkGroupID.y / p.head_chunks;
@@ -134,46 +146,52 @@ void partial_main() {
     }
   }
 
+  /* Past `stop` the last key is loaded again, not visited. */
   uint first = split * p.split_keys, stop = min(first + p.split_keys, key_end);
-  /* Four keys in flight (on an H200, B=16 L=4096 bf16 took 188 us against
-   * 213 with two, in a form with separate loops for the last keys); past
-   * `stop` the last key is loaded again, not visited. */
-  for (uint pos = first + g; pos < stop; pos += 4u * KEY_GROUPS) {
-    float kx[4][8u * WPL_MAX], vx[4][8u * WPL_MAX];
-    [[unroll]] for (uint j = 0u; j < 4u; j++) {
+  for (uint pos = first + g; pos < stop; pos += IN_FLIGHT * KEY_GROUPS) {
+    float kx[IN_FLIGHT][8u * WPL_MAX], vx[IN_FLIGHT][8u * WPL_MAX];
+    [[unroll]] for (uint j = 0u; j < IN_FLIGHT; j++) {
       uint at = key_at(b, hk, min(pos + j * KEY_GROUPS, stop - 1u), lane);
       load_words(true, at, kx[j]);
       load_words(false, at, vx[j]);
     }
-    [[unroll]] for (uint j = 0u; j < 4u; j++)
+    [[unroll]] for (uint j = 0u; j < IN_FLIGHT; j++)
       if (pos + j * KEY_GROUPS < stop) visit(kx[j], vx[j]);
   }
 
-  /* Merge the key groups' states; write the workgroup's partials. */
+  /* Merge the key groups' states: the maxima and sums through shared
+   * memory, the outputs added into one buffer a group at a time (a buffer
+   * per group, 16 KiB at 4 heads, kept fewer workgroups resident: on an
+   * H100 the kernel took 658 us with it, 429-447 without). */
   [[unroll]] for (uint h = 0u; h < HEADS; h++) {
     if (lane == 0u) {
       merge_max[g * HEADS + h] = row_max[h];
       merge_sum[g * HEADS + h] = row_sum[h];
     }
-    [[unroll]] for (uint i = 0u; i < DIMS; i++)
-      merge_out[(g * HEADS + h) * HEAD_DIM + lane * DIMS + i] = acc[h][i];
   }
   barrier();
+  for (uint j = 0u; j < KEY_GROUPS; j++) {
+    if (g == j) {
+      [[unroll]] for (uint h = 0u; h < HEADS; h++) {
+        float f = row_max[h] == NEG_INF ? 0.0 : exp2(row_max[h] - merged_max(h));
+        [[unroll]] for (uint i = 0u; i < DIMS; i++) {
+          uint at = h * HEAD_DIM + lane * DIMS + i;
+          merge_out[at] = (j == 0u ? 0.0 : merge_out[at]) + acc[h][i] * f;
+        }
+      }
+    }
+    barrier();
+  }
   for (uint idx = tid; idx < heads * HEAD_DIM; idx += gl_WorkGroupSize.x) {
     uint h = idx / HEAD_DIM, d = idx - h * HEAD_DIM;
-    float top = NEG_INF;
-    for (uint j = 0u; j < KEY_GROUPS; j++) top = max(top, merge_max[j * HEADS + h]);
-    float sum = 0.0, o = 0.0;
-    for (uint j = 0u; j < KEY_GROUPS; j++) {
-      float m = merge_max[j * HEADS + h];
-      if (m == NEG_INF) continue;
-      float f = exp2(m - top);
-      sum += merge_sum[j * HEADS + h] * f;
-      o += merge_out[(j * HEADS + h) * HEAD_DIM + d] * f;
-    }
     uint at = ((t * p.hq + h0 + h) * p.splits + split) * (HEAD_DIM + 2u);
-    part[at + d] = o;
+    part[at + d] = merge_out[idx];
     if (d == 0u) {
+      float top = merged_max(h), sum = 0.0;
+      for (uint j = 0u; j < KEY_GROUPS; j++) {
+        float m = merge_max[j * HEADS + h];
+        if (m != NEG_INF) sum += merge_sum[j * HEADS + h] * exp2(m - top);
+      }
       part[at + HEAD_DIM] = top;
       part[at + HEAD_DIM + 1u] = sum;
     }
