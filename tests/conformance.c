@@ -1342,6 +1342,9 @@ static void conf_argmax(void) {
     argmax_case(dtype, SHAPE(2, 3, 100), true);
     argmax_case(dtype, SHAPE(4, S.quick ? 5000 : 32000), false);
     argmax_case(dtype, SHAPE(2, S.quick ? 5000 : 151936), true);
+    /* Rows split into chunks (vulkan): 16-byte words and a tail, elements. */
+    argmax_case(dtype, SHAPE(1, 8195), true);
+    argmax_case(dtype, SHAPE(3, 4099), true);
   }
 }
 

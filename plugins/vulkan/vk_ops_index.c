@@ -108,11 +108,39 @@ static vk_pick_push vk_pick_bind(vk_call *call, const gllmk_tensor *out,
   return p;
 }
 
+/* argmax.comp splits rows into chunks of at least VK_ARGMAX_MIN_CHUNK
+ * columns until there are VK_ARGMAX_GROUPS_PER_UNIT workgroups per compute
+ * unit (one row of 128256 logits took 206 us in one workgroup on an H100). */
+#define VK_ARGMAX_GROUPS_PER_UNIT 8
+#define VK_ARGMAX_MIN_CHUNK 4096
+
 gllmk_status vk_argmax(gllmk_plugin_device *dev, const gllmk_argmax_args *args) {
   vk_call call;
   vk_call_init(&call, dev, VK_KERNEL_argmax, args->logits->dtype, VK_INDEX_GROUP);
-  vk_pick_push push = vk_pick_bind(&call, args->out, args->logits);
-  return vk_call_run(&call, &push, sizeof push, push.rows, 1, 1);
+  struct {
+    vk_pick_push pick;
+    uint32_t chunks, chunk_cols;
+  } push;
+  push.pick = vk_pick_bind(&call, args->out, args->logits);
+  uint32_t stride = push.pick.rows > 1 ? push.pick.x_row_stride : 0;
+  call.key.extra[0] = (push.pick.x_offset | stride) % 8 == 0;
+  uint64_t units = dev->phys->info.compute_units ? dev->phys->info.compute_units : 8;
+  uint64_t chunks = vk_groups(VK_ARGMAX_GROUPS_PER_UNIT * units, push.pick.rows ? push.pick.rows : 1);
+  uint64_t most = vk_groups(push.pick.cols, VK_ARGMAX_MIN_CHUNK);
+  if (chunks > most) chunks = most;
+  uint64_t chunk_cols = (vk_groups(push.pick.cols, chunks) + 7) / 8 * 8;
+  push.chunk_cols = (uint32_t)chunk_cols;
+  push.chunks = (uint32_t)vk_groups(push.pick.cols, chunk_cols);
+  if (push.chunks > 1) {
+    uint64_t partials = (uint64_t)push.pick.rows * push.chunks * 2 * sizeof(uint32_t);
+    gllmk_status s = vk_scratch_reserve(dev, partials);
+    if (s != GLLMK_OK) return s;
+    vk_call_memory(&call, 2, &dev->scratch, 0, partials);
+  }
+  gllmk_status s = vk_call_run(&call, &push, sizeof push, push.chunks, push.pick.rows, 1);
+  if (s != GLLMK_OK || push.chunks == 1) return s;
+  call.key.variant = 1;
+  return vk_call_run(&call, &push, sizeof push, push.pick.rows, 1, 1);
 }
 
 /* Rows at most this long are sampled by one invocation each: with a few

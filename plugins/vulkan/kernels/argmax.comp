@@ -1,24 +1,79 @@
 #version 450
-/* argmax per row (see row_argmax.glsl); one workgroup per row. */
+/* argmax per row (see row_argmax.glsl). A row is split into p.chunks
+ * chunks of p.chunk_cols columns, so that a few long rows still fill the
+ * device:
+ *   VARIANT 0: workgroup (chunk c, row) finds the best of its chunk; with
+ *              one chunk per row it writes the token, else (value, index)
+ *              to the partials (binding 2, one uvec2 per row and chunk);
+ *   VARIANT 1: one workgroup per row picks the best of its chunks.
+ * VECTORS = 1 (row starts at multiples of 8 elements, chunk_cols a
+ * multiple of 8) reads 16-byte words, UNROLL of them in flight. */
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
+layout(constant_id = 4) const uint VECTORS = 0u;
+const uint UNROLL = 4u;
+
 FLOAT_IN(x, 0, DTYPE)
 layout(std430, binding = 1) writeonly buffer Out { int out_i32[]; };
+layout(std430, binding = 2) buffer Partials { uvec2 part[]; };
 
 layout(push_constant) uniform Push {
   uint rows, cols;
   uint x_offset, x_row_stride;
   uint out_offset, out_cols, out_row_stride; /* out as rows of out_cols */
+  uint chunks, chunk_cols;
 } p;
 
 #include "row_argmax.glsl"
 
+void write_token(uint row, uint token) {
+  uint orow = row / p.out_cols;
+  out_i32[p.out_offset + orow * p.out_row_stride + (row - orow * p.out_cols)] = int(token);
+}
+
+/* Folds columns [c0, c1) of the row at xo into this invocation's best. */
+void chunk_best(uint xo, uint c0, uint c1, inout float bv, inout uint bi) {
+  uint t = gl_LocalInvocationIndex, n = gl_WorkGroupSize.x;
+  uint c = c0;
+  if (VECTORS == 1u) {
+    uint w1 = c1 / 8u; /* words [c0 / 8, w1) are whole */
+    for (uint w = c0 / 8u + t; w < w1; w += UNROLL * n) {
+      float e[UNROLL][8];
+      [[unroll]] for (uint j = 0u; j < UNROLL; j++) x_load8(xo + 8u * min(w + j * n, w1 - 1u), e[j]);
+      [[unroll]] for (uint j = 0u; j < UNROLL; j++) {
+        if (w + j * n >= w1) break;
+        [[unroll]] for (uint i = 0u; i < 8u; i++) argmax_take(e[j][i], 8u * (w + j * n) + i, bv, bi);
+      }
+    }
+    c = max(c0, 8u * w1);
+  }
+  for (c += t; c < c1; c += n) argmax_take(x_load(xo + c), c, bv, bi);
+}
+
 void main() {
-  for (uint row = gl_WorkGroupID.x; row < p.rows; row += gl_NumWorkGroups.x) {
-    uint best = row_argmax(p.x_offset + row * p.x_row_stride, p.cols);
-    uint orow = row / p.out_cols;
-    if (gl_LocalInvocationIndex == 0u)
-      out_i32[p.out_offset + orow * p.out_row_stride + (row - orow * p.out_cols)] = int(best);
+  uint t = gl_LocalInvocationIndex;
+  float value;
+  if (VARIANT == 1u) {
+    for (uint row = gl_WorkGroupID.x; row < p.rows; row += gl_NumWorkGroups.x) {
+      float bv = 0.0;
+      uint bi = NO_INDEX;
+      for (uint c = t; c < p.chunks; c += gl_WorkGroupSize.x) {
+        uvec2 e = part[row * p.chunks + c];
+        argmax_take(uintBitsToFloat(e.x), e.y, bv, bi);
+      }
+      uint best = workgroup_argmax(bv, bi, value);
+      if (t == 0u) write_token(row, best);
+    }
+    return;
+  }
+  uint c0 = gl_WorkGroupID.x * p.chunk_cols, c1 = min(c0 + p.chunk_cols, p.cols);
+  for (uint row = gl_WorkGroupID.y; row < p.rows; row += gl_NumWorkGroups.y) {
+    float bv = 0.0;
+    uint bi = NO_INDEX;
+    chunk_best(p.x_offset + row * p.x_row_stride, c0, c1, bv, bi);
+    uint best = workgroup_argmax(bv, bi, value);
+    if (t == 0u && p.chunks == 1u) write_token(row, best);
+    if (t == 0u && p.chunks > 1u) part[row * p.chunks + gl_WorkGroupID.x] = uvec2(floatBitsToUint(value), best);
   }
 }

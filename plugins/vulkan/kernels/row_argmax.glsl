@@ -17,32 +17,25 @@ bool argmax_better(float v, uint i, float bv, uint bi) {
   return v > bv || (v == bv && i < bi);
 }
 
+void argmax_take(float v, uint i, inout float bv, inout uint bi) {
+  if (argmax_better(v, i, bv, bi)) {
+    bv = v;
+    bi = i;
+  }
+}
+
 /* By one invocation alone. */
 uint row_argmax_serial(uint xo, uint cols) {
   float bv = 0.0;
   uint bi = NO_INDEX;
-  for (uint c = 0u; c < cols; c++) {
-    float v = x_load(xo + c);
-    if (argmax_better(v, c, bv, bi)) {
-      bv = v;
-      bi = c;
-    }
-  }
+  for (uint c = 0u; c < cols; c++) argmax_take(x_load(xo + c), c, bv, bi);
   return bi;
 }
 
-/* By the whole workgroup: every invocation must call it and gets the result. */
-uint row_argmax(uint xo, uint cols) {
+/* The best of every invocation's (bv, bi): every invocation must call it
+ * and gets the index, and the value in `value`. */
+uint workgroup_argmax(float bv, uint bi, out float value) {
   uint t = gl_LocalInvocationIndex;
-  float bv = 0.0;
-  uint bi = NO_INDEX;
-  for (uint c = t; c < cols; c += gl_WorkGroupSize.x) {
-    float v = x_load(xo + c);
-    if (argmax_better(v, c, bv, bi)) {
-      bv = v;
-      bi = c;
-    }
-  }
   barrier();
   best_value[t] = bv;
   best_index[t] = bi;
@@ -55,5 +48,22 @@ uint row_argmax(uint xo, uint cols) {
     }
     barrier();
   }
+  value = best_value[0];
   return best_index[0];
+}
+
+/* By the whole workgroup, four loads in flight per invocation: every
+ * invocation must call it and gets the result. */
+uint row_argmax(uint xo, uint cols) {
+  uint t = gl_LocalInvocationIndex, n = gl_WorkGroupSize.x;
+  float bv = 0.0;
+  uint bi = NO_INDEX;
+  for (uint c = t; c < cols; c += 4u * n) {
+    float v[4];
+    [[unroll]] for (uint j = 0u; j < 4u; j++) v[j] = x_load(xo + min(c + j * n, cols - 1u));
+    [[unroll]] for (uint j = 0u; j < 4u; j++)
+      if (c + j * n < cols) argmax_take(v[j], c + j * n, bv, bi);
+  }
+  float value;
+  return workgroup_argmax(bv, bi, value);
 }
