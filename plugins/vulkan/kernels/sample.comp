@@ -71,13 +71,6 @@ float scaled(uint xo, uint c, float inv_t) {
   return isnan(v) ? NEG_INF : v * inv_t;
 }
 
-/* scaled() of columns c, c + col_step(), ... (four of them), loaded at
- * once: each pass over the row waits on four loads at a time, not one.
- * Columns past the row repeat its last one; callers skip them. */
-void scaled4(uint xo, uint c, float inv_t, out float y[4]) {
-  [[unroll]] for (uint j = 0u; j < 4u; j++) y[j] = scaled(xo, min(c + j * col_step(), p.cols - 1u), inv_t);
-}
-
 uvec4 philox4x32_10(uvec4 ctr, uvec2 key) {
   for (int i = 0; i < 10; i++) {
     uint hi0, lo0, hi1, lo1;
@@ -97,11 +90,9 @@ uint search_threshold(uint xo, float inv_t, float m, uint floor_key, bool by_mas
   for (int bit = 31; bit >= 0; bit--) {
     uint cand = max(prefix | (1u << uint(bit)), floor_key);
     float s = 0.0;
-    for (uint c = first_col(); c < p.cols; c += 4u * col_step()) {
-      float y[4];
-      scaled4(xo, c, inv_t, y);
-      [[unroll]] for (uint j = 0u; j < 4u; j++)
-        if (c + j * col_step() < p.cols && sort_key(y[j]) >= cand) s += by_mass ? exp(y[j] - m) : 1.0;
+    for (uint c = first_col(); c < p.cols; c += col_step()) {
+      float y = scaled(xo, c, inv_t);
+      if (sort_key(y) >= cand) s += by_mass ? exp(y - m) : 1.0;
     }
     if (row_sum(s) >= target) prefix = prefix | (1u << uint(bit));
   }
@@ -142,14 +133,10 @@ uint draw_workgroup(uint xo, float inv_t, float m, uint floor_key, float u) {
   uint begin = min(t * chunk, p.cols), end = min(begin + chunk, p.cols);
   float s = 0.0;
   uint last = NO_INDEX;
-  for (uint c = begin; c < end; c += 4u) {
-    float y[4];
-    [[unroll]] for (uint j = 0u; j < 4u; j++) y[j] = scaled(xo, min(c + j, end - 1u), inv_t);
-    [[unroll]] for (uint j = 0u; j < 4u; j++) {
-      float w = c + j < end ? kept_weight(y[j], m, floor_key) : 0.0;
-      if (w > 0.0) last = c + j;
-      s += w;
-    }
+  for (uint c = begin; c < end; c++) {
+    float w = kept_weight(scaled(xo, c, inv_t), m, floor_key);
+    if (w > 0.0) last = c;
+    s += w;
   }
   barrier();
   part_sum[t] = s;
@@ -182,11 +169,7 @@ uint draw_workgroup(uint xo, float inv_t, float m, uint floor_key, float u) {
 uint sample_row(uint xo, uint row) {
   float inv_t = 1.0 / p.temperature;
   float m = NEG_INF;
-  for (uint c = first_col(); c < p.cols; c += 4u * col_step()) {
-    float y[4];
-    scaled4(xo, c, inv_t, y); /* repeated columns do not change a maximum */
-    [[unroll]] for (uint j = 0u; j < 4u; j++) m = max(m, y[j]);
-  }
+  for (uint c = first_col(); c < p.cols; c += col_step()) m = max(m, scaled(xo, c, inv_t));
   m = row_max(m);
   if (m == NEG_INF) {
     if (PER_THREAD) return row_argmax_serial(xo, p.cols);
@@ -198,11 +181,9 @@ uint sample_row(uint xo, uint row) {
     floor_key = search_threshold(xo, inv_t, m, 0u, false, float(p.top_k));
   if (p.top_p < 1.0) {
     float s = 0.0;
-    for (uint c = first_col(); c < p.cols; c += 4u * col_step()) {
-      float y[4];
-      scaled4(xo, c, inv_t, y);
-      [[unroll]] for (uint j = 0u; j < 4u; j++)
-        if (c + j * col_step() < p.cols && sort_key(y[j]) >= floor_key) s += exp(y[j] - m);
+    for (uint c = first_col(); c < p.cols; c += col_step()) {
+      float y = scaled(xo, c, inv_t);
+      if (sort_key(y) >= floor_key) s += exp(y - m);
     }
     floor_key = search_threshold(xo, inv_t, m, floor_key, true, p.top_p * row_sum(s));
   }
