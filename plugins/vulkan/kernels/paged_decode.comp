@@ -146,17 +146,26 @@ void partial_main() {
     }
   }
 
-  /* Past `stop` the last key is loaded again, not visited. */
+  /* Whole rounds of IN_FLIGHT keys per group, then the rest one at a time.
+   * Loads clamped to the last key with visits under a test (one loop) took
+   * 3.4x as long on both an H100 and an H200. */
   uint first = split * p.split_keys, stop = min(first + p.split_keys, key_end);
-  for (uint pos = first + g; pos < stop; pos += IN_FLIGHT * KEY_GROUPS) {
+  uint pos = first + g;
+  for (; pos + (IN_FLIGHT - 1u) * KEY_GROUPS < stop; pos += IN_FLIGHT * KEY_GROUPS) {
     float kx[IN_FLIGHT][8u * WPL_MAX], vx[IN_FLIGHT][8u * WPL_MAX];
     [[unroll]] for (uint j = 0u; j < IN_FLIGHT; j++) {
-      uint at = key_at(b, hk, min(pos + j * KEY_GROUPS, stop - 1u), lane);
+      uint at = key_at(b, hk, pos + j * KEY_GROUPS, lane);
       load_words(true, at, kx[j]);
       load_words(false, at, vx[j]);
     }
-    [[unroll]] for (uint j = 0u; j < IN_FLIGHT; j++)
-      if (pos + j * KEY_GROUPS < stop) visit(kx[j], vx[j]);
+    [[unroll]] for (uint j = 0u; j < IN_FLIGHT; j++) visit(kx[j], vx[j]);
+  }
+  for (; pos < stop; pos += KEY_GROUPS) {
+    float kx[8u * WPL_MAX], vx[8u * WPL_MAX];
+    uint at = key_at(b, hk, pos, lane);
+    load_words(true, at, kx);
+    load_words(false, at, vx);
+    visit(kx, vx);
   }
 
   /* Merge the key groups' states: the maxima and sums through shared
