@@ -29,13 +29,12 @@ layout(constant_id = 4) const uint HEADS = 2u; /* query heads per workgroup, <= 
 layout(constant_id = 5) const uint LANES = 16u; /* a power of two, at most the subgroup */
 layout(constant_id = 6) const uint WPL = 1u;    /* words per lane, <= WPL_MAX */
 /* Bounds of the per-invocation arrays below. Registers decide how many
- * workgroups stay resident: on an H100 (B=16 L=4096 bf16) 4 heads took
- * 429-447 us, 2 heads 315-329, 1 head 336-351. */
+ * workgroups stay resident: on an H200 (B=16 L=4096 bf16) 2 heads took
+ * 146 us, 4 heads 165-170. */
 const uint HEADS_MAX = 2u, WPL_MAX = 2u;
 const uint KEY_GROUPS = gl_WorkGroupSize.x / LANES;
-/* Keys per group loaded at once. On an H100 (B=16 L=4096 bf16) 2 and 4
- * took the same time; reading the next block-table entries ahead did not
- * help either. */
+/* Keys per group loaded at once (H200, B=16 L=4096 bf16: 2 took 146 us,
+ * 4 took 152-154). */
 const uint IN_FLIGHT = 2u;
 const uint DIMS = 8u * WPL;         /* dims per lane */
 const uint HEAD_DIM = DIMS * LANES; /* = p.head_dim */
@@ -171,7 +170,7 @@ void partial_main() {
   /* Merge the key groups' states: the maxima and sums through shared
    * memory, the outputs added into one buffer a group at a time (a buffer
    * per group, 16 KiB at 4 heads, kept fewer workgroups resident: on an
-   * H100 the kernel took 658 us with it, 429-447 without). */
+   * H100 the former kernel took 658 us with it, 429-447 without). */
   [[unroll]] for (uint h = 0u; h < HEADS; h++) {
     if (lane == 0u) {
       merge_max[g * HEADS + h] = row_max[h];
