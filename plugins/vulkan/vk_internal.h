@@ -307,6 +307,22 @@ static inline uint64_t vk_groups(uint64_t n, uint64_t per_group) {
   return g ? g : 1;
 }
 
+/* Splits n items (a row's keys or columns) into parts for workgroups: as
+ * many parts as give `per_unit` workgroups per compute unit with `groups`
+ * workgroups per part, but parts of at least min_part items, each a
+ * multiple of `align`. Returns the part size; *out_parts, the part count. */
+static inline uint64_t vk_split(const gllmk_plugin_device *dev, uint64_t n, uint64_t groups,
+                                uint64_t per_unit, uint64_t min_part, uint64_t align,
+                                uint64_t *out_parts) {
+  uint64_t units = dev->phys->info.compute_units ? dev->phys->info.compute_units : 8;
+  uint64_t parts = vk_groups(per_unit * units, groups ? groups : 1);
+  uint64_t most = vk_groups(n, min_part);
+  if (parts > most) parts = most;
+  uint64_t size = vk_groups(vk_groups(n, parts), align) * align;
+  *out_parts = vk_groups(n, size);
+  return size;
+}
+
 /* Elements of a float dtype in a 16-byte word. */
 static inline uint32_t vk_per_word(int32_t dtype) {
   return 16u / (uint32_t)gllmk_plugin_dtype_size(dtype);

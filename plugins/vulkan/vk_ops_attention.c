@@ -200,15 +200,12 @@ static int vk_paged_decode(gllmk_plugin_device *dev, const gllmk_paged_attention
   p.head_chunks = (group + heads - 1) / heads;
   /* Split every token's keys (at most max_keys) until the workgroups fill
    * the device several times over, keeping VK_DECODE_MIN_SPLIT_KEYS each. */
-  uint64_t max_keys = (uint64_t)p.max_blocks * p.block_size;
-  uint64_t groups = (uint64_t)p.tokens * p.hkv * p.head_chunks;
-  uint64_t units = phys->info.compute_units ? phys->info.compute_units : 8;
-  uint64_t splits = vk_groups(VK_DECODE_GROUPS_PER_UNIT * units, groups);
-  uint64_t most = vk_groups(max_keys, VK_DECODE_MIN_SPLIT_KEYS);
-  if (splits > most) splits = most;
-  uint64_t split_keys = vk_groups(max_keys, splits);
+  uint64_t splits;
+  uint64_t split_keys = vk_split(dev, (uint64_t)p.max_blocks * p.block_size,
+                                 (uint64_t)p.tokens * p.hkv * p.head_chunks,
+                                 VK_DECODE_GROUPS_PER_UNIT, VK_DECODE_MIN_SPLIT_KEYS, 1, &splits);
   p.split_keys = vk_call_u32(&call, split_keys, "a split of the keys");
-  p.splits = (uint32_t)vk_groups(max_keys, split_keys);
+  p.splits = (uint32_t)splits;
   uint64_t partials = (uint64_t)p.tokens * p.hq * p.splits * (p.head_dim + 2) * sizeof(float);
   *status = vk_scratch_reserve(dev, partials);
   if (*status != GLLMK_OK) return 1;

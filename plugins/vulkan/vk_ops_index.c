@@ -124,13 +124,10 @@ gllmk_status vk_argmax(gllmk_plugin_device *dev, const gllmk_argmax_args *args) 
   push.pick = vk_pick_bind(&call, args->out, args->logits);
   uint32_t stride = push.pick.rows > 1 ? push.pick.x_row_stride : 0;
   call.key.extra[0] = (push.pick.x_offset | stride) % 8 == 0;
-  uint64_t units = dev->phys->info.compute_units ? dev->phys->info.compute_units : 8;
-  uint64_t chunks = vk_groups(VK_ARGMAX_GROUPS_PER_UNIT * units, push.pick.rows ? push.pick.rows : 1);
-  uint64_t most = vk_groups(push.pick.cols, VK_ARGMAX_MIN_CHUNK);
-  if (chunks > most) chunks = most;
-  uint64_t chunk_cols = (vk_groups(push.pick.cols, chunks) + 7) / 8 * 8;
-  push.chunk_cols = (uint32_t)chunk_cols;
-  push.chunks = (uint32_t)vk_groups(push.pick.cols, chunk_cols);
+  uint64_t chunks;
+  push.chunk_cols = (uint32_t)vk_split(dev, push.pick.cols, push.pick.rows,
+                                       VK_ARGMAX_GROUPS_PER_UNIT, VK_ARGMAX_MIN_CHUNK, 8, &chunks);
+  push.chunks = (uint32_t)chunks;
   if (push.chunks > 1) {
     uint64_t partials = (uint64_t)push.pick.rows * push.chunks * 2 * sizeof(uint32_t);
     gllmk_status s = vk_scratch_reserve(dev, partials);

@@ -35,7 +35,7 @@ void write_token(uint row, uint token) {
 /* Folds columns [c0, c1) of the row at xo into this invocation's best. */
 void chunk_best(uint xo, uint c0, uint c1, inout float bv, inout uint bi) {
   uint t = gl_LocalInvocationIndex, n = gl_WorkGroupSize.x;
-  uint c = c0;
+  uint tail = c0;
   if (VECTORS == 1u) {
     uint w1 = c1 / 8u; /* words [c0 / 8, w1) are whole */
     for (uint w = c0 / 8u + t; w < w1; w += UNROLL * n) {
@@ -46,9 +46,9 @@ void chunk_best(uint xo, uint c0, uint c1, inout float bv, inout uint bi) {
         [[unroll]] for (uint i = 0u; i < 8u; i++) argmax_take(e[j][i], 8u * (w + j * n) + i, bv, bi);
       }
     }
-    c = max(c0, 8u * w1);
+    tail = 8u * w1; /* c0 is a multiple of 8, so at least c0 */
   }
-  for (c += t; c < c1; c += n) argmax_take(x_load(xo + c), c, bv, bi);
+  range_argmax(xo, tail, c1, bv, bi);
 }
 
 void main() {

@@ -52,18 +52,22 @@ uint workgroup_argmax(float bv, uint bi, out float value) {
   return best_index[0];
 }
 
-/* By the whole workgroup, four loads in flight per invocation: every
- * invocation must call it and gets the result. */
-uint row_argmax(uint xo, uint cols) {
-  uint t = gl_LocalInvocationIndex, n = gl_WorkGroupSize.x;
-  float bv = 0.0;
-  uint bi = NO_INDEX;
-  for (uint c = t; c < cols; c += 4u * n) {
+/* Folds columns [c0, c1) of the row at xo into this invocation's best, the
+ * workgroup's invocations taking every n-th column, four loads in flight. */
+void range_argmax(uint xo, uint c0, uint c1, inout float bv, inout uint bi) {
+  uint n = gl_WorkGroupSize.x;
+  for (uint c = c0 + gl_LocalInvocationIndex; c < c1; c += 4u * n) {
     float v[4];
-    [[unroll]] for (uint j = 0u; j < 4u; j++) v[j] = x_load(xo + min(c + j * n, cols - 1u));
+    [[unroll]] for (uint j = 0u; j < 4u; j++) v[j] = x_load(xo + min(c + j * n, c1 - 1u));
     [[unroll]] for (uint j = 0u; j < 4u; j++)
-      if (c + j * n < cols) argmax_take(v[j], c + j * n, bv, bi);
+      if (c + j * n < c1) argmax_take(v[j], c + j * n, bv, bi);
   }
-  float value;
+}
+
+/* By the whole workgroup: every invocation must call it and gets the result. */
+uint row_argmax(uint xo, uint cols) {
+  float bv = 0.0, value;
+  uint bi = NO_INDEX;
+  range_argmax(xo, 0u, cols, bv, bi);
   return workgroup_argmax(bv, bi, value);
 }
