@@ -1432,23 +1432,45 @@ static double *sample_logits(gllmk_dtype dtype, int64_t vocab, const ref_sample_
   return NULL;
 }
 
+/* Column of logit i (of VOCAB) in a row `width` wide, the rest -inf: spread
+ * over the row so that workgroup kernels see them in several invocations'
+ * chunks. */
+static int64_t sample_column(int64_t i, int64_t vocab, int64_t width) {
+  return width == vocab ? i : i * (width / vocab) + (i * 5) % (width / vocab);
+}
+
 /* Draws many tokens from one small distribution (one row per draw, many
  * seeds and offsets) and compares their counts with the filtered
  * distribution computed in double: each count within 6 standard deviations
  * plus 6 of N p (the +6 keeps rare tokens, whose counts are Poisson rather
  * than normal, from failing by chance: about once in 1e8 runs either way),
- * and never a token the filters removed. */
-static void sample_statistics(gllmk_dtype dtype, const sample_params *sp) {
-  const char *what = label("sample %s statistics temperature=%g top_k=%d top_p=%g min_p=%g",
-                           dname(dtype), (double)sp->temperature, sp->top_k, (double)sp->top_p,
-                           (double)sp->min_p);
+ * and never a token the filters removed. Rows `width` wide hold the
+ * distribution's logits among -inf ones (probability 0, ranked last), which
+ * takes backends that sample short rows one per thread onto their
+ * workgroup path. */
+static void sample_statistics(gllmk_dtype dtype, const sample_params *sp, int64_t width) {
+  const char *what =
+      label("sample %s statistics width=%lld temperature=%g top_k=%d top_p=%g min_p=%g",
+            dname(dtype), (long long)width, (double)sp->temperature, sp->top_k,
+            (double)sp->top_p, (double)sp->min_p);
   enum { VOCAB = 12 };
-  const int64_t rows = S.quick ? 1024 : 4096, calls = S.quick ? 4 : 8;
+  /* Fewer draws from wide rows: a software device takes minutes for as many. */
+  const int64_t rows = (S.quick ? 1024 : 4096) / (width > VOCAB ? 4 : 1), calls = S.quick ? 4 : 8;
   ref_sample_filter f = {sp->temperature, sp->top_p, sp->min_p, sp->top_k};
   double probs[VOCAB];
   double *row = sample_logits(dtype, VOCAB, &f, probs);
-  dev logits = dev_new(dtype, SHAPE(rows, VOCAB));
-  for (int64_t r = 0; r < rows; r++) memcpy(logits.host + r * VOCAB, row, sizeof probs);
+  double *padded = host_alloc((size_t)width * sizeof *padded);
+  int32_t *token_of_column = host_alloc((size_t)width * sizeof *token_of_column);
+  for (int64_t c = 0; c < width; c++) {
+    padded[c] = -INFINITY;
+    token_of_column[c] = -1;
+  }
+  for (int64_t i = 0; i < VOCAB; i++) {
+    padded[sample_column(i, VOCAB, width)] = row[i];
+    token_of_column[sample_column(i, VOCAB, width)] = (int32_t)i;
+  }
+  dev logits = dev_new(dtype, SHAPE(rows, width));
+  for (int64_t r = 0; r < rows; r++) memcpy(logits.host + r * width, padded, (size_t)width * sizeof *padded);
   dev_upload(&logits);
   dev out = dev_output(GLLMK_I32, SHAPE(rows));
   int64_t counts[VOCAB] = {0}, total = rows * calls;
@@ -1458,12 +1480,12 @@ static void sample_statistics(gllmk_dtype dtype, const sample_params *sp) {
            what);
     dev_download(&out);
     for (int64_t r = 0; r < rows; r++) {
-      double token = out.host[r];
-      if (!(token >= 0 && token < VOCAB)) {
-        conf_fail("%s: drew token %g, outside [0, %d)", what, token, VOCAB);
+      double column = out.host[r];
+      if (!(column >= 0 && column < (double)width) || token_of_column[(int64_t)column] < 0) {
+        conf_fail("%s: drew column %g, which holds no logit of the distribution", what, column);
         return;
       }
-      counts[(int)token]++;
+      counts[token_of_column[(int64_t)column]]++;
     }
   }
   for (int i = 0; i < VOCAB; i++) {
@@ -1494,8 +1516,10 @@ static void conf_sample(void) {
       sample_greedy(dtype, &(sample_params){1.0f, 1e-6f, 0.0f, 0}, "top_p 1e-6");
       sample_greedy(dtype, &(sample_params){1.0f, 1.0f, 1.0f, 0}, "min_p 1");
     }
-    for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++)
-      sample_statistics(dtype, &filters[i]);
+    for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++) {
+      sample_statistics(dtype, &filters[i], 12);
+      if (dtype == GLLMK_F32) sample_statistics(dtype, &filters[i], 12 * 29);
+    }
   }
 }
 

@@ -323,6 +323,15 @@ static inline uint64_t vk_split(const gllmk_plugin_device *dev, uint64_t n, uint
   return size;
 }
 
+/* The largest power-of-two workgroup size up to `want` (a power of two)
+ * that the device runs. */
+static inline uint32_t vk_group_limit(const gllmk_plugin_device *dev, uint32_t want) {
+  const VkPhysicalDeviceLimits *lim = &dev->phys->limits;
+  while (want > lim->maxComputeWorkGroupInvocations || want > lim->maxComputeWorkGroupSize[0])
+    want /= 2;
+  return want;
+}
+
 /* Elements of a float dtype in a 16-byte word. */
 static inline uint32_t vk_per_word(int32_t dtype) {
   return 16u / (uint32_t)gllmk_plugin_dtype_size(dtype);

@@ -50,10 +50,7 @@ typedef struct vk_norm_push {
  * (and more of their bytes) are in flight on each compute unit; a long row
  * (a vocabulary for softmax) takes the largest. */
 static uint32_t vk_norm_group(const gllmk_plugin_device *dev, int64_t cols, int32_t dtype) {
-  const VkPhysicalDeviceLimits *lim = &dev->phys->limits;
-  uint32_t largest = VK_NORM_MAX_GROUP;
-  while (largest > lim->maxComputeWorkGroupInvocations || largest > lim->maxComputeWorkGroupSize[0])
-    largest /= 2;
+  uint32_t largest = vk_group_limit(dev, VK_NORM_MAX_GROUP);
   int64_t row_bytes = cols * (int64_t)gllmk_plugin_dtype_size(dtype);
   uint32_t group = VK_NORM_MIN_GROUP;
   while (group < largest && (int64_t)group * VK_NORM_ROW_BYTES < row_bytes) group *= 2;

@@ -93,16 +93,37 @@ void load_words(bool is_k, uint at, out float x[8u * WPL_MAX]) {
   }
 }
 
-/* Folds one key (this lane's dims of it) into every head's running state. */
-void visit(float kx[8u * WPL_MAX], float vx[8u * WPL_MAX]) {
+/* Head h's score of one key (this lane's dims of it, summed over the
+ * LANES sharing the key), in log2 units. */
+float score(uint h, float kx[8u * WPL_MAX]) {
+  float dot = 0.0;
+  [[unroll]] for (uint i = 0u; i < DIMS; i++) dot += q_row[h][i] * kx[i];
+  for (uint lanes = LANES / 2u; lanes > 0u; lanes /= 2u) dot += subgroupShuffleXor(dot, lanes);
+  return dot;
+}
+
+/* Folds keys 0 .. n - 1 of kx, vx (n constant where inlined) into every
+ * head's running state with one rescale: on an H200 (B=16 L=4096 bf16)
+ * 142 us against 146-150 with a rescale per key. */
+void visit(uint n, float kx[IN_FLIGHT][8u * WPL_MAX], float vx[IN_FLIGHT][8u * WPL_MAX]) {
   [[unroll]] for (uint h = 0u; h < HEADS; h++) {
-    float dot = 0.0;
-    [[unroll]] for (uint i = 0u; i < DIMS; i++) dot += q_row[h][i] * kx[i];
-    for (uint lanes = LANES / 2u; lanes > 0u; lanes /= 2u) dot += subgroupShuffleXor(dot, lanes);
-    float top = max(row_max[h], dot);
-    float rescale = exp2(row_max[h] - top), weight = exp2(dot - top);
-    row_sum[h] = row_sum[h] * rescale + weight;
-    [[unroll]] for (uint i = 0u; i < DIMS; i++) acc[h][i] = acc[h][i] * rescale + weight * vx[i];
+    float dot[IN_FLIGHT], weight[IN_FLIGHT];
+    float top = row_max[h];
+    [[unroll]] for (uint j = 0u; j < n; j++) {
+      dot[j] = score(h, kx[j]);
+      top = max(top, dot[j]);
+    }
+    float rescale = exp2(row_max[h] - top), sum = row_sum[h] * rescale;
+    [[unroll]] for (uint j = 0u; j < n; j++) {
+      weight[j] = exp2(dot[j] - top);
+      sum += weight[j];
+    }
+    row_sum[h] = sum;
+    [[unroll]] for (uint i = 0u; i < DIMS; i++) {
+      float a = acc[h][i] * rescale;
+      [[unroll]] for (uint j = 0u; j < n; j++) a += weight[j] * vx[j][i];
+      acc[h][i] = a;
+    }
     row_max[h] = top;
   }
 }
@@ -157,14 +178,14 @@ void partial_main() {
       load_words(true, at, kx[j]);
       load_words(false, at, vx[j]);
     }
-    [[unroll]] for (uint j = 0u; j < IN_FLIGHT; j++) visit(kx[j], vx[j]);
+    visit(IN_FLIGHT, kx, vx);
   }
   for (; pos < stop; pos += KEY_GROUPS) {
-    float kx[8u * WPL_MAX], vx[8u * WPL_MAX];
+    float kx[IN_FLIGHT][8u * WPL_MAX], vx[IN_FLIGHT][8u * WPL_MAX];
     uint at = key_at(b, hk, pos, lane);
-    load_words(true, at, kx);
-    load_words(false, at, vx);
-    visit(kx, vx);
+    load_words(true, at, kx[0]);
+    load_words(false, at, vx[0]);
+    visit(1u, kx, vx);
   }
 
   /* Merge the key groups' states: the maxima and sums through shared

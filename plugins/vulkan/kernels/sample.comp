@@ -82,19 +82,64 @@ uvec4 philox4x32_10(uvec4 ctr, uvec2 key) {
   return ctr;
 }
 
+/* Thresholds are found DIGIT_BITS bits a pass: 8 passes over the row per
+ * search instead of 32. */
+const uint DIGIT_BITS = 4u, DIGITS = 1u << DIGIT_BITS;
+
+/* The workgroup-wide sum of each of s[0..DIGITS), added in the order
+ * row_sum adds one value: the same sums as DIGITS calls of it. */
+#if SUBGROUPS
+shared float digit_scratch[DIGITS * (gl_WorkGroupSize.x / 4u)]; /* per subgroup of at least 4 */
+#endif
+void row_sums(inout float s[DIGITS]) {
+  if (PER_THREAD) return;
+#if SUBGROUPS
+  const uint stride = gl_WorkGroupSize.x / 4u;
+  [[unroll]] for (uint d = 0u; d < DIGITS; d++) s[d] = subgroupAdd(s[d]);
+  barrier();
+  if (subgroupElect())
+    [[unroll]] for (uint d = 0u; d < DIGITS; d++) digit_scratch[d * stride + gl_SubgroupID] = s[d];
+  barrier();
+  [[unroll]] for (uint d = 0u; d < DIGITS; d++) {
+    float total = 0.0;
+    for (uint g = 0u; g < gl_NumSubgroups; g++) total += digit_scratch[d * stride + g];
+    s[d] = total;
+  }
+#else
+  [[unroll]] for (uint d = 0u; d < DIGITS; d++) s[d] = wg_sum(s[d]);
+#endif
+}
+
 /* The largest key t with measure(max(t, floor_key)) >= target, where the
  * measure is the count (by_mass false) or the weight exp(y - m) (by_mass
- * true) of the elements with a key at least that. */
+ * true) of the elements with a key at least that; floor_key where none is.
+ * Each pass settles the next digit of t: s[d] is the measure at
+ * max(prefix | d << shift, floor_key), so a key adds to s[0..D] for its own
+ * digit D (DIGITS - 1 when its higher digits exceed the prefix's). The
+ * measure is monotone in t, so the digit is the largest d that reaches the
+ * target, and the sums equal those of a search one bit at a time. */
 uint search_threshold(uint xo, float inv_t, float m, uint floor_key, bool by_mass, float target) {
   uint prefix = 0u;
-  for (int bit = 31; bit >= 0; bit--) {
-    uint cand = max(prefix | (1u << uint(bit)), floor_key);
-    float s = 0.0;
+  for (uint shift = 32u - DIGIT_BITS;; shift -= DIGIT_BITS) {
+    uint lowest = max(prefix, floor_key), high = shift + DIGIT_BITS;
+    float s[DIGITS];
+    [[unroll]] for (uint d = 0u; d < DIGITS; d++) s[d] = 0.0;
     for (uint c = first_col(); c < p.cols; c += col_step()) {
       float y = scaled(xo, c, inv_t);
-      if (sort_key(y) >= cand) s += by_mass ? exp(y - m) : 1.0;
+      uint key = sort_key(y);
+      if (key < lowest) continue;
+      bool above = high < 32u && (key >> high) != (prefix >> high);
+      uint digit = above ? DIGITS - 1u : (key >> shift) & (DIGITS - 1u);
+      float w = by_mass ? exp(y - m) : 1.0;
+      [[unroll]] for (uint d = 0u; d < DIGITS; d++)
+        if (digit >= d) s[d] += w;
     }
-    if (row_sum(s) >= target) prefix = prefix | (1u << uint(bit));
+    row_sums(s);
+    uint best = 0u;
+    [[unroll]] for (uint d = 1u; d < DIGITS; d++)
+      if (s[d] >= target) best = d;
+    prefix |= best << shift;
+    if (shift == 0u) break;
   }
   return max(prefix, floor_key);
 }
