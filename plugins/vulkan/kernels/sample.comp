@@ -7,8 +7,8 @@
  *   top_p  then the fewest largest whose probability mass within the top_k
  *          set reaches top_p,
  *   min_p  then those with p >= min_p * p_max.
- * Thresholds are found by a bitwise search over order-preserving 32-bit keys
- * of y (32 passes over the row each), so nothing is sorted. The token is
+ * Thresholds are found by a search over order-preserving 32-bit keys of y,
+ * 4 bits a pass (8 passes over the row each), so nothing is sorted. The token is
  * drawn by inverting the cumulative weight in index order at u * W, u from
  * Philox-4x32-10 with key seed and counter (offset, row) as the cpu backend
  * forms it. temperature 0, top_k 1 or a row without a finite logit give
