@@ -1432,9 +1432,9 @@ static double *sample_logits(gllmk_dtype dtype, int64_t vocab, const ref_sample_
   return NULL;
 }
 
-/* Column of logit i (of VOCAB) in a row `width` wide, the rest -inf: spread
- * over the row so that workgroup kernels see them in several invocations'
- * chunks. */
+/* The column of logit i of `vocab` in a row `width` wide (the other columns
+ * hold -inf): spread over the row, so that a workgroup kernel's invocations
+ * each see a few of them. */
 static int64_t sample_column(int64_t i, int64_t vocab, int64_t width) {
   return width == vocab ? i : i * (width / vocab) + (i * 5) % (width / vocab);
 }
@@ -1470,7 +1470,8 @@ static void sample_statistics(gllmk_dtype dtype, const sample_params *sp, int64_
     token_of_column[sample_column(i, VOCAB, width)] = (int32_t)i;
   }
   dev logits = dev_new(dtype, SHAPE(rows, width));
-  for (int64_t r = 0; r < rows; r++) memcpy(logits.host + r * width, padded, (size_t)width * sizeof *padded);
+  for (int64_t r = 0; r < rows; r++)
+    memcpy(logits.host + r * width, padded, (size_t)width * sizeof *padded);
   dev_upload(&logits);
   dev out = dev_output(GLLMK_I32, SHAPE(rows));
   int64_t counts[VOCAB] = {0}, total = rows * calls;
