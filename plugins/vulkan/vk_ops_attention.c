@@ -188,16 +188,15 @@ static int vk_paged_decode(gllmk_plugin_device *dev, const gllmk_paged_attention
     return 0;
   uint32_t lanes = (uint32_t)words < phys->subgroup_size ? (uint32_t)words : phys->subgroup_size;
   if (words / lanes > VK_DECODE_WORDS_PER_LANE) return 0;
-  uint32_t group = (uint32_t)(q->shape[1] / kc->shape[2]);
-  uint32_t heads = group < VK_DECODE_HEADS ? group : VK_DECODE_HEADS;
   vk_call call;
   vk_call_init(&call, dev, VK_KERNEL_paged_decode, q->dtype, VK_DECODE_GROUP);
+  vk_paged_push p;
+  vk_paged_bind(&call, args, &p);
+  uint32_t heads = p.group < VK_DECODE_HEADS ? p.group : VK_DECODE_HEADS;
   call.key.extra[0] = heads;
   call.key.extra[1] = lanes;
   call.key.extra[2] = (uint32_t)words / lanes;
-  vk_paged_push p;
-  vk_paged_bind(&call, args, &p);
-  p.head_chunks = (group + heads - 1) / heads;
+  p.head_chunks = (p.group + heads - 1) / heads;
   /* Split every token's keys (at most max_keys) until the workgroups fill
    * the device several times over, keeping VK_DECODE_MIN_SPLIT_KEYS each. */
   uint64_t splits;

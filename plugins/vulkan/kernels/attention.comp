@@ -12,9 +12,7 @@
 
 #include "attend.glsl"
 
-
 shared int block_last;
-
 
 void main() {
   uint b = gl_WorkGroupID.z, tid = gl_LocalInvocationIndex;

@@ -62,8 +62,6 @@ shared int block_last;
 #define ROW_MAJOR gl_CooperativeMatrixLayoutRowMajor
 #define COL_MAJOR gl_CooperativeMatrixLayoutColumnMajor
 
-
-
 /* Rows first .. first + BQ: row_last, row_out, the running statistics, Q
  * staged. */
 void start_rows(uint first, uint rows, int len) {

@@ -1,10 +1,33 @@
 /*
- * paged.glsl - the checks of paged_attention's device data that
- * paged_attention.comp and paged_decode.comp share (as the cpu backend
- * makes them). The including kernel declares `starts` (binding 5), `lens`
- * (6) and `table` (4) with INT_IN and push constants `p` with tokens, batch,
- * block_size, max_blocks, cache_blocks and the three offsets.
+ * paged.glsl - what paged_attention.comp and paged_decode.comp share: the
+ * op's bindings 0-6 and push constants (the host's vk_paged_push; only
+ * paged_decode.comp reads the last three), the cache slot of a key, and the
+ * checks of the device data (as the cpu backend makes them).
  */
+FLOAT_OUT(out, 0, DTYPE)
+FLOAT_IN(q, 1, DTYPE)
+FLOAT_IN(k, 2, DTYPE)
+FLOAT_IN(v, 3, DTYPE)
+INT_IN(table, 4)
+INT_IN(starts, 5)
+INT_IN(lens, 6)
+
+layout(push_constant) uniform Push {
+  uint tokens, batch, hq, head_dim, group;
+  float scale;
+  uint block_size, max_blocks, cache_blocks, hkv;
+  uint q_offset, q_st, q_sh;
+  uint o_offset, o_st, o_sh;
+  uint k_offset, v_offset, table_offset, starts_offset, lens_offset;
+  uint splits, split_keys, head_chunks;
+} p;
+
+/* The cache slot (block * block_size + offset) of position pos of
+ * sequence b. */
+uint cache_slot(uint b, uint pos) {
+  uint block = uint(table_i32[p.table_offset + b * p.max_blocks + pos / p.block_size]);
+  return block * p.block_size + pos % p.block_size;
+}
 
 shared uint layout_ok;
 shared uint first_bad_block;

@@ -14,39 +14,17 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-FLOAT_OUT(out, 0, DTYPE)
-FLOAT_IN(q, 1, DTYPE)
-FLOAT_IN(k, 2, DTYPE)
-FLOAT_IN(v, 3, DTYPE)
-INT_IN(table, 4)
-INT_IN(starts, 5)
-INT_IN(lens, 6)
-
-layout(push_constant) uniform Push {
-  uint tokens, batch, hq, head_dim, group;
-  float scale;
-  uint block_size, max_blocks, cache_blocks, hkv;
-  uint q_offset, q_st, q_sh;
-  uint o_offset, o_st, o_sh;
-  uint k_offset, v_offset, table_offset, starts_offset, lens_offset;
-} p;
-
+#include "paged.glsl"
 #include "attend.glsl"
 
-uint slot_of(uint pos) {
-  uint b = gl_WorkGroupID.z;
-  uint block = uint(table_i32[p.table_offset + b * p.max_blocks + pos / p.block_size]);
-  return block * p.block_size + (pos - (pos / p.block_size) * p.block_size);
-}
 uint key_k_offset(uint pos) {
-  return p.k_offset + (slot_of(pos) * p.hkv + gl_WorkGroupID.y) * p.head_dim;
+  return p.k_offset + (cache_slot(gl_WorkGroupID.z, pos) * p.hkv + gl_WorkGroupID.y) * p.head_dim;
 }
 uint key_v_offset(uint pos) {
-  return p.v_offset + (slot_of(pos) * p.hkv + gl_WorkGroupID.y) * p.head_dim;
+  return p.v_offset + (cache_slot(gl_WorkGroupID.z, pos) * p.hkv + gl_WorkGroupID.y) * p.head_dim;
 }
 
 shared int block_last;
-#include "paged.glsl"
 
 /* Zeroes this workgroup's share of every output row. */
 void zero_output() {

@@ -39,26 +39,8 @@ const uint IN_FLIGHT = 2u;
 const uint DIMS = 8u * WPL;         /* dims per lane */
 const uint HEAD_DIM = DIMS * LANES; /* = p.head_dim */
 
-FLOAT_OUT(out, 0, DTYPE)
-FLOAT_IN(q, 1, DTYPE)
-FLOAT_IN(k, 2, DTYPE)
-FLOAT_IN(v, 3, DTYPE)
-INT_IN(table, 4)
-INT_IN(starts, 5)
-INT_IN(lens, 6)
-layout(std430, binding = 7) buffer Partials { float part[]; };
-
-layout(push_constant) uniform Push {
-  uint tokens, batch, hq, head_dim, group;
-  float scale;
-  uint block_size, max_blocks, cache_blocks, hkv;
-  uint q_offset, q_st, q_sh;
-  uint o_offset, o_st, o_sh;
-  uint k_offset, v_offset, table_offset, starts_offset, lens_offset;
-  uint splits, split_keys, head_chunks;
-} p;
-
 #include "paged.glsl"
+layout(std430, binding = 7) buffer Partials { float part[]; };
 
 shared float merge_max[KEY_GROUPS * HEADS], merge_sum[KEY_GROUPS * HEADS];
 shared float merge_out[HEADS * HEAD_DIM];
@@ -79,9 +61,7 @@ uint sequence_of(uint t) {
 
 /* Element offset of this lane's first dim of key `pos` of kv head hk. */
 uint key_at(uint b, uint hk, uint pos, uint lane) {
-  uint block = uint(table_i32[p.table_offset + b * p.max_blocks + pos / p.block_size]);
-  uint slot = block * p.block_size + pos % p.block_size;
-  return (slot * p.hkv + hk) * HEAD_DIM + lane * DIMS;
+  return (cache_slot(b, pos) * p.hkv + hk) * HEAD_DIM + lane * DIMS;
 }
 
 void load_words(bool is_k, uint at, out float x[8u * WPL_MAX]) {
