@@ -386,6 +386,12 @@ static gllmk_status vk_create_buffers(gllmk_plugin_device *dev) {
   if (s == GLLMK_OK)
     s = vk_buffer_create(dev, 16, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, VK_MEMORY_DEVICE,
                          &dev->null_buffer);
+  const uint64_t arrivals = VK_ARRIVAL_WORDS * sizeof(uint32_t);
+  if (s == GLLMK_OK)
+    s = vk_buffer_create(dev, arrivals,
+                         VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                         VK_MEMORY_DEVICE, &dev->arrivals);
+  if (s == GLLMK_OK) s = vk_mem_fill(dev, &dev->arrivals, 0, arrivals, 0);
   if (s != GLLMK_OK) return s;
   void *map = NULL;
   VkResult r = dev->fn.vkMapMemory(dev->device, dev->arena.memory, 0, VK_WHOLE_SIZE, 0, &map);
@@ -443,6 +449,7 @@ void vk_close(gllmk_plugin_device *dev) {
     vk_buffer_destroy(dev, &dev->error_word);
     vk_buffer_destroy(dev, &dev->null_buffer);
     vk_buffer_destroy(dev, &dev->scratch);
+    vk_buffer_destroy(dev, &dev->arrivals);
     if (dev->pipeline_cache) dev->fn.vkDestroyPipelineCache(dev->device, dev->pipeline_cache, NULL);
     if (dev->pipeline_layout)
       dev->fn.vkDestroyPipelineLayout(dev->device, dev->pipeline_layout, NULL);

@@ -229,7 +229,11 @@ struct gllmk_plugin_device {
   VkShaderModule modules[VK_KERNEL_COUNT];
   vk_pipeline_slot pipelines[VK_PIPELINE_SLOTS];
   gllmk_plugin_memory scratch; /* device-local work space of kernels (packed matmul operands) */
+  /* Device-local counters of workgroups arrived (argmax.comp), one word per
+   * row; every kernel that counts in them leaves them zero. */
+  gllmk_plugin_memory arrivals;
 };
+#define VK_ARRIVAL_WORDS 4096
 
 typedef enum vk_memory_kind {
   VK_MEMORY_DEVICE, /* device-local: tensors, scratch */

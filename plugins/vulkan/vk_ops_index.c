@@ -110,7 +110,8 @@ static vk_pick_push vk_pick_bind(vk_call *call, const gllmk_tensor *out,
 
 /* argmax.comp splits rows into chunks of at least VK_ARGMAX_MIN_CHUNK
  * columns until there are VK_ARGMAX_GROUPS_PER_UNIT workgroups per compute
- * unit (one row of 128256 logits took 206 us in one workgroup on an H100). */
+ * unit (one row of 128256 logits took 206 us in one workgroup on an H100),
+ * for at most VK_ARRIVAL_WORDS rows (more fill the device unsplit). */
 #define VK_ARGMAX_GROUPS_PER_UNIT 8
 #define VK_ARGMAX_MIN_CHUNK 4096
 
@@ -124,20 +125,20 @@ gllmk_status vk_argmax(gllmk_plugin_device *dev, const gllmk_argmax_args *args) 
   push.pick = vk_pick_bind(&call, args->out, args->logits);
   uint32_t stride = push.pick.rows > 1 ? push.pick.x_row_stride : 0;
   call.key.extra[0] = (push.pick.x_offset | stride) % 8 == 0;
-  uint64_t chunks;
-  push.chunk_cols = (uint32_t)vk_split(dev, push.pick.cols, push.pick.rows,
-                                       VK_ARGMAX_GROUPS_PER_UNIT, VK_ARGMAX_MIN_CHUNK, 8, &chunks);
+  uint64_t chunks = 1;
+  push.chunk_cols = push.pick.cols;
+  if (push.pick.rows <= VK_ARRIVAL_WORDS)
+    push.chunk_cols = (uint32_t)vk_split(dev, push.pick.cols, push.pick.rows,
+                                         VK_ARGMAX_GROUPS_PER_UNIT, VK_ARGMAX_MIN_CHUNK, 8, &chunks);
   push.chunks = (uint32_t)chunks;
   if (push.chunks > 1) {
     uint64_t partials = (uint64_t)push.pick.rows * push.chunks * 2 * sizeof(uint32_t);
     gllmk_status s = vk_scratch_reserve(dev, partials);
     if (s != GLLMK_OK) return s;
     vk_call_memory(&call, 2, &dev->scratch, 0, partials);
+    vk_call_memory(&call, 3, &dev->arrivals, 0, VK_ARRIVAL_WORDS * sizeof(uint32_t));
   }
-  gllmk_status s = vk_call_run(&call, &push, sizeof push, push.chunks, push.pick.rows, 1);
-  if (s != GLLMK_OK || push.chunks == 1) return s;
-  call.key.variant = 1;
-  return vk_call_run(&call, &push, sizeof push, push.pick.rows, 1, 1);
+  return vk_call_run(&call, &push, sizeof push, push.chunks, push.pick.rows, 1);
 }
 
 /* Rows at most this long are sampled by one invocation each: with a few
