@@ -123,8 +123,7 @@ static int vk_softmax_long(gllmk_plugin_device *dev, const gllmk_softmax_args *a
   const gllmk_tensor *out = args->out;
   uint32_t group = VK_SOFTMAX_GROUP;
   const VkPhysicalDeviceLimits *lim = &dev->phys->limits;
-  if (gllmk_plugin_as_rows(out).cols <= VK_NORM_REACH || group > lim->maxComputeWorkGroupInvocations ||
-      group > lim->maxComputeWorkGroupSize[0])
+  if (gllmk_plugin_as_rows(out).cols <= VK_NORM_REACH || vk_group_limit(dev, group) != group)
     return 0;
   uint32_t per_word = vk_per_word(out->dtype);
   vk_call call;
