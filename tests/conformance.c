@@ -1449,11 +1449,11 @@ static double *sample_logits(gllmk_dtype dtype, int64_t vocab, const ref_sample_
   return NULL;
 }
 
-/* The column of logit i of `vocab` in a row `width` wide (the other columns
- * hold -inf): spread over the row, so that a workgroup kernel's invocations
- * each see a few of them. */
-static int64_t sample_column(int64_t i, int64_t vocab, int64_t width) {
-  return width == vocab ? i : i * (width / vocab) + (i * 5) % (width / vocab);
+/* The column of logit i in a row `spread` times as wide as the logits (the
+ * other columns hold -inf): spread over the row, so that a workgroup
+ * kernel's invocations each see a few of them. */
+static int64_t sample_column(int64_t i, int64_t spread) {
+  return i * spread + (i * 5) % spread;
 }
 
 /* Draws many tokens from one small distribution (one row per draw, many
@@ -1461,18 +1461,19 @@ static int64_t sample_column(int64_t i, int64_t vocab, int64_t width) {
  * distribution computed in double: each count within 6 standard deviations
  * plus 6 of N p (the +6 keeps rare tokens, whose counts are Poisson rather
  * than normal, from failing by chance: about once in 1e8 runs either way),
- * and never a token the filters removed. Rows `width` wide hold the
- * distribution's logits among -inf ones (probability 0, ranked last), which
- * takes backends that sample short rows one per thread onto their
- * workgroup path. */
-static void sample_statistics(gllmk_dtype dtype, const sample_params *sp, int64_t width) {
+ * and never a token the filters removed. With `spread` > 1 the rows are
+ * spread times as wide and hold the distribution's logits among -inf ones
+ * (probability 0, ranked last), which takes backends that sample short rows
+ * one per thread onto their workgroup path. */
+static void sample_statistics(gllmk_dtype dtype, const sample_params *sp, int64_t spread) {
+  enum { VOCAB = 12 };
+  const int64_t width = VOCAB * spread;
   const char *what =
       label("sample %s statistics width=%lld temperature=%g top_k=%d top_p=%g min_p=%g",
             dname(dtype), (long long)width, (double)sp->temperature, sp->top_k,
             (double)sp->top_p, (double)sp->min_p);
-  enum { VOCAB = 12 };
   /* Fewer draws from wide rows: a software device takes minutes for as many. */
-  const int64_t rows = (S.quick ? 1024 : 4096) / (width > VOCAB ? 4 : 1), calls = S.quick ? 4 : 8;
+  const int64_t rows = (S.quick ? 1024 : 4096) / (spread > 1 ? 4 : 1), calls = S.quick ? 4 : 8;
   ref_sample_filter f = {sp->temperature, sp->top_p, sp->min_p, sp->top_k};
   double probs[VOCAB];
   double *row = sample_logits(dtype, VOCAB, &f, probs);
@@ -1483,8 +1484,8 @@ static void sample_statistics(gllmk_dtype dtype, const sample_params *sp, int64_
     token_of_column[c] = -1;
   }
   for (int64_t i = 0; i < VOCAB; i++) {
-    padded[sample_column(i, VOCAB, width)] = row[i];
-    token_of_column[sample_column(i, VOCAB, width)] = (int32_t)i;
+    padded[sample_column(i, spread)] = row[i];
+    token_of_column[sample_column(i, spread)] = (int32_t)i;
   }
   dev logits = dev_new(dtype, SHAPE(rows, width));
   for (int64_t r = 0; r < rows; r++)
@@ -1535,8 +1536,8 @@ static void conf_sample(void) {
       sample_greedy(dtype, &(sample_params){1.0f, 1.0f, 1.0f, 0}, "min_p 1");
     }
     for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++) {
-      sample_statistics(dtype, &filters[i], 12);
-      if (dtype == GLLMK_F32) sample_statistics(dtype, &filters[i], 12 * 29);
+      sample_statistics(dtype, &filters[i], 1);
+      if (dtype == GLLMK_F32) sample_statistics(dtype, &filters[i], 29);
     }
   }
 }
