@@ -1321,10 +1321,12 @@ static void conf_paged_attention(void) {
 
 /* ------------------------------------------------------------ argmax */
 
+/* The cpu backend's definition: NaN is smaller than every number, so a row
+ * of NaN gives 0. */
 static int64_t argmax_of(const double *row, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; i++)
-    if (row[i] > row[best]) best = i;
+    if (row[i] > row[best] || (isnan(row[best]) && !isnan(row[i]))) best = i;
   return best;
 }
 
@@ -1350,6 +1352,27 @@ static void argmax_case(gllmk_dtype dtype, shape logits_shape, bool ties) {
   expect_equal(what, rows, out.host, expected);
 }
 
+/* Rows with NaN: NaN first and scattered through random numbers; all NaN;
+ * NaN but for one -inf; NaN but for tied numbers. */
+static void argmax_nan_case(gllmk_dtype dtype, int64_t vocab) {
+  const char *what = label("argmax %s %s with NaN", dname(dtype), shape_text(SHAPE(4, vocab)));
+  dev logits = dev_new(dtype, SHAPE(4, vocab));
+  double *row = logits.host;
+  for (int64_t i = 0; i < vocab; i++)
+    row[i] = i == 0 || test_rng_int(&S.rng, 0, 9) == 0 ? NAN : test_rng_uniform(&S.rng, -10, 10);
+  for (int64_t i = vocab; i < logits.numel; i++) logits.host[i] = NAN;
+  logits.host[2 * vocab + test_rng_int(&S.rng, 0, vocab - 1)] = -INFINITY;
+  for (int copies = 0; copies < 3; copies++)
+    logits.host[3 * vocab + test_rng_int(&S.rng, 0, vocab - 1)] = -3.0;
+  dev_upload(&logits);
+  dev out = dev_output(GLLMK_I32, SHAPE(4));
+  double expected[4];
+  for (int r = 0; r < 4; r++) expected[r] = (double)argmax_of(logits.host + r * vocab, vocab);
+  RUN_OP(gllmk_argmax(S.ctx, &(gllmk_argmax_args){&out.t, &logits.t}), what);
+  dev_download(&out);
+  expect_equal(what, 4, out.host, expected);
+}
+
 static void conf_argmax(void) {
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     gllmk_dtype dtype = float_dtypes[d];
@@ -1362,6 +1385,8 @@ static void conf_argmax(void) {
     /* Rows split into chunks (vulkan): 16-byte words and a tail, elements. */
     argmax_case(dtype, SHAPE(1, 8195), true);
     argmax_case(dtype, SHAPE(3, 4099), true);
+    argmax_nan_case(dtype, 1000);
+    argmax_nan_case(dtype, 8195);
   }
 }
 

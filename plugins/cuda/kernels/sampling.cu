@@ -16,10 +16,11 @@
 /* ----------------------------------------------------------------- argmax */
 
 /* Whether (v, i) beats (best, best_i): larger value, then lower index; NaN
- * is larger than anything (as in PyTorch). */
+ * is smaller than every number, as the cpu backend defines it (a row of NaN
+ * gives 0). "Nothing yet" is (NaN, INT64_MAX), which every element beats. */
 __device__ __forceinline__ bool beats(float v, int64_t i, float best, int64_t best_i) {
-  if (v != v) return best == best || i < best_i;
-  if (best != best) return false;
+  if (v != v) return best != best && i < best_i;
+  if (best != best) return true;
   return v > best || (v == best && i < best_i);
 }
 
@@ -27,7 +28,7 @@ __device__ __forceinline__ bool beats(float v, int64_t i, float best, int64_t be
 template <class T> __device__ int64_t row_argmax(const T *row, int64_t cols, int vec) {
   __shared__ float best_value[32];
   __shared__ int64_t best_index[32];
-  float best = -INFINITY;
+  float best = __int_as_float(0x7fc00000); /* NaN: nothing yet */
   int64_t best_i = INT64_MAX;
   for_row(row, cols, vec, [&](int64_t c, float v) {
     if (beats(v, c, best, best_i)) {
@@ -52,7 +53,7 @@ template <class T> __device__ int64_t row_argmax(const T *row, int64_t cols, int
   __syncthreads();
   if (warp == 0) {
     const int warps = blockDim.x >> 5;
-    best = lane < warps ? best_value[lane] : -INFINITY;
+    best = lane < warps ? best_value[lane] : __int_as_float(0x7fc00000);
     best_i = lane < warps ? best_index[lane] : INT64_MAX;
     for (int o = 16; o > 0; o >>= 1) {
       const float v = __shfl_xor_sync(0xffffffffu, best, o);
