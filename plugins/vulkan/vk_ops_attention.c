@@ -196,6 +196,7 @@ static int vk_paged_decode(gllmk_plugin_device *dev, const gllmk_paged_attention
   call.key.extra[0] = heads;
   call.key.extra[1] = lanes;
   call.key.extra[2] = (uint32_t)words / lanes;
+  call.key.extra[3] = p.block_size;
   p.head_chunks = (p.group + heads - 1) / heads;
   /* Split every token's keys (at most max_keys) until the workgroups fill
    * the device several times over, keeping VK_DECODE_MIN_SPLIT_KEYS each. */

@@ -23,10 +23,11 @@ layout(push_constant) uniform Push {
 } p;
 
 /* The cache slot (block * block_size + offset) of position pos of
- * sequence b. */
-uint cache_slot(uint b, uint pos) {
-  uint block = uint(table_i32[p.table_offset + b * p.max_blocks + pos / p.block_size]);
-  return block * p.block_size + pos % p.block_size;
+ * sequence b; block_size is p.block_size, or a specialisation constant of
+ * the same value where the division is in a hot loop. */
+uint cache_slot(uint b, uint pos, uint block_size) {
+  uint block = uint(table_i32[p.table_offset + b * p.max_blocks + pos / block_size]);
+  return block * block_size + pos % block_size;
 }
 
 shared uint layout_ok;

@@ -17,12 +17,11 @@
 #include "paged.glsl"
 #include "attend.glsl"
 
-uint key_k_offset(uint pos) {
-  return p.k_offset + (cache_slot(gl_WorkGroupID.z, pos) * p.hkv + gl_WorkGroupID.y) * p.head_dim;
+uint key_row(uint pos) {
+  return (cache_slot(gl_WorkGroupID.z, pos, p.block_size) * p.hkv + gl_WorkGroupID.y) * p.head_dim;
 }
-uint key_v_offset(uint pos) {
-  return p.v_offset + (cache_slot(gl_WorkGroupID.z, pos) * p.hkv + gl_WorkGroupID.y) * p.head_dim;
-}
+uint key_k_offset(uint pos) { return p.k_offset + key_row(pos); }
+uint key_v_offset(uint pos) { return p.v_offset + key_row(pos); }
 
 shared int block_last;
 
