@@ -38,20 +38,41 @@ void write_token(uint row, uint token) {
   out_i32[p.out_offset + orow * p.out_row_stride + (row - orow * p.out_cols)] = int(token);
 }
 
-/* Folds columns [c0, c1) of the row at xo into this invocation's best. */
+/* Folds this invocation's 16-byte words of [w0, w1) of the row at xo into
+ * its best. Careless, it takes an element only if it is > the best: the
+ * columns come in order, so that keeps the lowest index of the largest
+ * number, with a few of the instructions argmax_take needs (H100,
+ * [128, 128256]: bf16 29.3 -> 24.2 us, f32 36.9 -> 34), but never takes
+ * NaN or -inf; a careless pass that found nothing is run again with care. */
+void words_best(uint xo, uint w0, uint w1, bool careful, inout float bv, inout uint bi) {
+  uint n = gl_WorkGroupSize.x;
+  for (uint w = w0 + gl_LocalInvocationIndex; w < w1; w += UNROLL * n) {
+    float e[UNROLL][8];
+    [[unroll]] for (uint j = 0u; j < UNROLL; j++) x_load8(xo + 8u * min(w + j * n, w1 - 1u), e[j]);
+    [[unroll]] for (uint j = 0u; j < UNROLL; j++) {
+      if (w + j * n >= w1) break;
+      [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        uint c = 8u * (w + j * n) + i;
+        if (careful) {
+          argmax_take(e[j][i], c, bv, bi);
+        } else if (e[j][i] > bv) {
+          bv = e[j][i];
+          bi = c;
+        }
+      }
+    }
+  }
+}
+
+/* Folds columns [c0, c1) of the row at xo into this invocation's best,
+ * which is empty (NO_INDEX) on entry. */
 void chunk_best(uint xo, uint c0, uint c1, inout float bv, inout uint bi) {
-  uint t = gl_LocalInvocationIndex, n = gl_WorkGroupSize.x;
   uint tail = c0;
   if (VECTORS == 1u) {
     uint w1 = c1 / 8u; /* words [c0 / 8, w1) are whole */
-    for (uint w = c0 / 8u + t; w < w1; w += UNROLL * n) {
-      float e[UNROLL][8];
-      [[unroll]] for (uint j = 0u; j < UNROLL; j++) x_load8(xo + 8u * min(w + j * n, w1 - 1u), e[j]);
-      [[unroll]] for (uint j = 0u; j < UNROLL; j++) {
-        if (w + j * n >= w1) break;
-        [[unroll]] for (uint i = 0u; i < 8u; i++) argmax_take(e[j][i], 8u * (w + j * n) + i, bv, bi);
-      }
-    }
+    bv = NEG_INF;
+    words_best(xo, c0 / 8u, w1, false, bv, bi);
+    if (bi == NO_INDEX) words_best(xo, c0 / 8u, w1, true, bv, bi);
     tail = 8u * w1; /* c0 is a multiple of 8, so at least c0 */
   }
   range_argmax(xo, tail, c1, bv, bi);
