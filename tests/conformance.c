@@ -1200,6 +1200,8 @@ typedef struct paged_problem {
   int64_t batch;
   int32_t seq_lens[4], q_lens[4];
   const char *name;
+  /* Keys scaled by 1 + pos / 16, as attention_problem's `rising`. */
+  bool rising;
 } paged_problem;
 
 static void paged_case(gllmk_dtype dtype, const paged_problem *p) {
@@ -1221,8 +1223,9 @@ static void paged_case(gllmk_dtype dtype, const paged_problem *p) {
   for (int64_t b = 0; b < p->batch; b++)
     for (int64_t pos = 0; pos < p->seq_lens[b]; pos++) {
       int64_t slot = paged_slot(&pb, &c, b, pos);
+      double k_scale = p->rising ? 1.0 + (double)pos / 16.0 : 1.0;
       for (int64_t e = 0; e < row; e++) {
-        c.k.host[slot * row + e] = test_rng_uniform(&S.rng, -1.5, 1.5);
+        c.k.host[slot * row + e] = test_rng_uniform(&S.rng, -1.5, 1.5) * k_scale;
         c.v.host[slot * row + e] = test_rng_uniform(&S.rng, -1, 1);
       }
     }
@@ -1300,21 +1303,25 @@ static void attention_vs_paged(gllmk_dtype dtype) {
 static void conf_paged_attention(void) {
   const bool quick = S.quick;
   const paged_problem problems[] = {
-      {8, 2, 64, 16, 3, {1, 16, 33}, {1, 1, 1}, "decode"},
+      {8, 2, 64, 16, 3, {1, 16, 33}, {1, 1, 1}, "decode", false},
       {8, 2, 64, 16, 4, {37, 50, 70, 20}, {1, 16, 30, 20},
-       "decode + chunked prefill + prefill after prefix + prefill"},
-      {4, 4, 128, 5, 2, {23, 9}, {7, 9}, "odd block size"},
+       "decode + chunked prefill + prefill after prefix + prefill", false},
+      {4, 4, 128, 5, 2, {23, 9}, {7, 9}, "odd block size", false},
       {quick ? 8 : 32, quick ? 2 : 8, 128, 16, 2, {quick ? 40 : 300, 17}, {1, 17},
-       "GQA decode and prefill"},
-      {4, 1, 256, 16, 1, {45}, {45}, "MQA prefill D=256"},
-      {2, 1, 8, 4, 2, {3, 1}, {2, 1}, "tiny D=8"},
-      {8, 2, 128, 16, 4, {1, 300, 77, quick ? 400 : 1000}, {1, 1, 1, 1}, "GQA decode, long"},
-      {4, 1, 256, 16, 3, {45, 20, 2}, {1, 0, 2}, "decode with an empty sequence, D=256"},
-      {4, 4, 64, 5, 2, {23, 9}, {1, 1}, "decode, odd block size"},
+       "GQA decode and prefill", false},
+      {4, 1, 256, 16, 1, {45}, {45}, "MQA prefill D=256", false},
+      {2, 1, 8, 4, 2, {3, 1}, {2, 1}, "tiny D=8", false},
+      {8, 2, 128, 16, 4, {1, 300, 77, quick ? 400 : 1000}, {1, 1, 1, 1}, "GQA decode, long", false},
+      {4, 1, 256, 16, 3, {45, 20, 2}, {1, 0, 2}, "decode with an empty sequence, D=256", false},
+      {4, 4, 64, 5, 2, {23, 9}, {1, 1}, "decode, odd block size", false},
+      {8, 2, 128, 16, 2, {300, 77}, {1, 1}, "GQA decode, rising scores", true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
-    for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
+    for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++) {
+      /* As in conf_attention: rising scores are for the 16-bit types. */
+      if (problems[i].rising && float_dtypes[d] == GLLMK_F32) continue;
       paged_case(float_dtypes[d], &problems[i]);
+    }
     attention_vs_paged(float_dtypes[d]);
   }
 }
