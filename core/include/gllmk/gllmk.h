@@ -415,7 +415,8 @@ typedef struct gllmk_paged_attention_args {
   float scale;
 } gllmk_paged_attention_args;
 
-/* out[r] = index of the largest logit of row r (lowest index on ties); out I32. */
+/* out[r] = index of the largest logit of row r (lowest index on ties; NaN is
+ * smaller than every number, so a row of NaN gives 0); out I32. */
 typedef struct gllmk_argmax_args {
   const gllmk_tensor *out, *logits;
 } gllmk_argmax_args;
