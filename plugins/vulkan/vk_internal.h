@@ -311,20 +311,30 @@ static inline uint64_t vk_groups(uint64_t n, uint64_t per_group) {
   return g ? g : 1;
 }
 
-/* Splits n items (a row's keys or columns) into parts for workgroups: as
- * many parts as give `per_unit` workgroups per compute unit with `groups`
- * workgroups per part, but parts of at least min_part items, each a
- * multiple of `align`. Returns the part size; *out_parts, the part count. */
-static inline uint64_t vk_split(const gllmk_plugin_device *dev, uint64_t n, uint64_t groups,
-                                uint64_t per_unit, uint64_t min_part, uint64_t align,
-                                uint64_t *out_parts) {
-  uint64_t units = dev->phys->info.compute_units ? dev->phys->info.compute_units : 8;
-  uint64_t parts = vk_groups(per_unit * units, groups ? groups : 1);
+static inline uint64_t vk_compute_units(const gllmk_plugin_device *dev) {
+  return dev->phys->info.compute_units ? dev->phys->info.compute_units : 8;
+}
+
+/* Splits n items (a row's keys or columns) into at most `parts` parts of
+ * at least min_part items, each a multiple of `align`. Returns the part
+ * size; *out_parts, the part count. */
+static inline uint64_t vk_split_into(uint64_t n, uint64_t parts, uint64_t min_part,
+                                     uint64_t align, uint64_t *out_parts) {
   uint64_t most = vk_groups(n, min_part);
   if (parts > most) parts = most;
+  if (parts == 0) parts = 1;
   uint64_t size = vk_groups(vk_groups(n, parts), align) * align;
   *out_parts = vk_groups(n, size);
   return size;
+}
+
+/* vk_split_into with as many parts as give at least `per_unit` workgroups
+ * per compute unit, with `groups` workgroups per part. */
+static inline uint64_t vk_split(const gllmk_plugin_device *dev, uint64_t n, uint64_t groups,
+                                uint64_t per_unit, uint64_t min_part, uint64_t align,
+                                uint64_t *out_parts) {
+  uint64_t parts = vk_groups(per_unit * vk_compute_units(dev), groups ? groups : 1);
+  return vk_split_into(n, parts, min_part, align, out_parts);
 }
 
 /* The largest power-of-two workgroup size up to `want` (a power of two)

@@ -163,10 +163,16 @@ static void vk_paged_bind(vk_call *call, const gllmk_paged_attention_args *args,
   p->lens_offset = vk_call_tensor(call, 6, args->seq_lens);
 }
 
-/* paged_decode.comp: workgroup size and the workgroups its split aims at
- * per compute unit. */
+/* paged_decode.comp: workgroup size, and how many of its workgroups a
+ * compute unit holds at once (NVIDIA H100: 64 registers an invocation for
+ * 16-bit caches, 80 for F32). Keys are split so that every workgroup of
+ * the dispatch is resident at once: a second, partial wave cost more than
+ * shorter splits save (H100, bf16 / f32 B=16 L=4096, bf16 B=64 L=1024, us:
+ * aiming at 16 workgroups per unit 146-148 / 235-242 / 141-143, at 8 151 /
+ * 237 / 130, one wave 121-124 / 219-222 / 122-128). */
 #define VK_DECODE_GROUP 128
-#define VK_DECODE_GROUPS_PER_UNIT 16
+#define VK_DECODE_RESIDENT_16BIT 8
+#define VK_DECODE_RESIDENT_F32 6
 #define VK_DECODE_MIN_SPLIT_KEYS 128
 /* Its bounds HEADS_MAX and WPL_MAX: query heads per workgroup, and 16-byte
  * words of a key row per invocation (head_dim 256 needs subgroups of 32). */
@@ -198,12 +204,14 @@ static int vk_paged_decode(gllmk_plugin_device *dev, const gllmk_paged_attention
   call.key.extra[2] = (uint32_t)words / lanes;
   call.key.extra[3] = p.block_size;
   p.head_chunks = (p.group + heads - 1) / heads;
-  /* Split every token's keys (at most max_keys) until the workgroups fill
-   * the device several times over, keeping VK_DECODE_MIN_SPLIT_KEYS each. */
+  /* Split every token's keys (at most max_keys) into as many parts as keep
+   * the dispatch one wave, with VK_DECODE_MIN_SPLIT_KEYS keys at least. */
+  uint64_t resident = q->dtype == GLLMK_F32 ? VK_DECODE_RESIDENT_F32 : VK_DECODE_RESIDENT_16BIT;
   uint64_t splits;
-  uint64_t split_keys = vk_split(dev, (uint64_t)p.max_blocks * p.block_size,
-                                 (uint64_t)p.tokens * p.hkv * p.head_chunks,
-                                 VK_DECODE_GROUPS_PER_UNIT, VK_DECODE_MIN_SPLIT_KEYS, 1, &splits);
+  uint64_t split_keys = vk_split_into(
+      (uint64_t)p.max_blocks * p.block_size,
+      resident * vk_compute_units(dev) / ((uint64_t)p.tokens * p.hkv * p.head_chunks),
+      VK_DECODE_MIN_SPLIT_KEYS, 1, &splits);
   p.split_keys = vk_call_u32(&call, split_keys, "a split of the keys");
   p.splits = (uint32_t)splits;
   uint64_t partials = (uint64_t)p.tokens * p.hq * p.splits * (p.head_dim + 2) * sizeof(float);
