@@ -1337,6 +1337,24 @@ static int64_t argmax_of(const double *row, int64_t n) {
   return best;
 }
 
+/* Uploads logits (of shape logits_shape) and checks gllmk_argmax of its
+ * rows against argmax_of. */
+static void expect_argmax(const char *what, dev *logits, shape logits_shape) {
+  int64_t rows, vocab;
+  rows_cols(logits_shape, &rows, &vocab);
+  dev_upload(logits);
+  shape out_shape = logits_shape;
+  out_shape.ndim--;
+  if (out_shape.ndim == 0) out_shape = SHAPE(1);
+  dev out = dev_output(GLLMK_I32, out_shape);
+  double *expected = host_alloc((size_t)rows * sizeof *expected);
+  for (int64_t r = 0; r < rows; r++)
+    expected[r] = (double)argmax_of(logits->host + r * vocab, vocab);
+  RUN_OP(gllmk_argmax(S.ctx, &(gllmk_argmax_args){&out.t, &logits->t}), what);
+  dev_download(&out);
+  expect_equal(what, rows, out.host, expected);
+}
+
 static void argmax_case(gllmk_dtype dtype, shape logits_shape, bool ties) {
   const char *what = label("argmax %s %s%s", dname(dtype), shape_text(logits_shape),
                            ties ? " with tied maxima" : "");
@@ -1347,23 +1365,15 @@ static void argmax_case(gllmk_dtype dtype, shape logits_shape, bool ties) {
   for (int64_t r = 0; ties && r < rows; r++)
     for (int copies = 0; copies < 3; copies++)
       logits.host[r * vocab + test_rng_int(&S.rng, 0, vocab - 1)] = 12.0;
-  dev_upload(&logits);
-  shape out_shape = logits_shape;
-  out_shape.ndim--;
-  if (out_shape.ndim == 0) out_shape = SHAPE(1);
-  dev out = dev_output(GLLMK_I32, out_shape);
-  double *expected = host_alloc((size_t)rows * sizeof *expected);
-  for (int64_t r = 0; r < rows; r++) expected[r] = (double)argmax_of(logits.host + r * vocab, vocab);
-  RUN_OP(gllmk_argmax(S.ctx, &(gllmk_argmax_args){&out.t, &logits.t}), what);
-  dev_download(&out);
-  expect_equal(what, rows, out.host, expected);
+  expect_argmax(what, &logits, logits_shape);
 }
 
 /* Rows with NaN: NaN first and scattered through random numbers; all NaN;
  * NaN but for one -inf; NaN but for tied numbers. */
 static void argmax_nan_case(gllmk_dtype dtype, int64_t vocab) {
-  const char *what = label("argmax %s %s with NaN", dname(dtype), shape_text(SHAPE(4, vocab)));
-  dev logits = dev_new(dtype, SHAPE(4, vocab));
+  shape logits_shape = SHAPE(4, vocab);
+  const char *what = label("argmax %s %s with NaN", dname(dtype), shape_text(logits_shape));
+  dev logits = dev_new(dtype, logits_shape);
   double *row = logits.host;
   for (int64_t i = 0; i < vocab; i++)
     row[i] = i == 0 || test_rng_int(&S.rng, 0, 9) == 0 ? NAN : test_rng_uniform(&S.rng, -10, 10);
@@ -1371,13 +1381,7 @@ static void argmax_nan_case(gllmk_dtype dtype, int64_t vocab) {
   logits.host[2 * vocab + test_rng_int(&S.rng, 0, vocab - 1)] = -INFINITY;
   for (int copies = 0; copies < 3; copies++)
     logits.host[3 * vocab + test_rng_int(&S.rng, 0, vocab - 1)] = -3.0;
-  dev_upload(&logits);
-  dev out = dev_output(GLLMK_I32, SHAPE(4));
-  double expected[4];
-  for (int r = 0; r < 4; r++) expected[r] = (double)argmax_of(logits.host + r * vocab, vocab);
-  RUN_OP(gllmk_argmax(S.ctx, &(gllmk_argmax_args){&out.t, &logits.t}), what);
-  dev_download(&out);
-  expect_equal(what, 4, out.host, expected);
+  expect_argmax(what, &logits, logits_shape);
 }
 
 static void conf_argmax(void) {
