@@ -162,7 +162,8 @@ int64_t dram_rows(int64_t cols, gllmk_dtype dtype, int64_t min_rows);
 #define BENCH_MAX_REPS 1000
 
 typedef struct bench_timing_config {
-  double budget_s; /* aim for this much timed work per row */
+  double budget_s;  /* aim for this much timed work per row */
+  double warm_up_s; /* back-to-back calls before the first timed one */
   int min_reps, max_reps;
 } bench_timing_config;
 

@@ -12,10 +12,7 @@
 #define MIN_REP_SECONDS 1e-3
 #define MAX_BATCH 256
 #define LONG_CALL_SECONDS 0.25
-/* Back-to-back work before timing: an idle GPU runs at a low clock (an H200
- * drops to 345 MHz between rows) and takes this long to come back up. */
-#define WARM_UP_SECONDS 0.3
-#define MAX_WARM_UP_CALLS 20000
+#define MAX_WARM_UP_CALLS 200000
 
 double now_seconds(void) {
   struct timespec ts;
@@ -54,12 +51,12 @@ int time_target(const timer_target *target, const bench_timing_config *config, t
   int next_set = 0;
   /* Warm-up: one call, then one more timed alone to size the repetitions
    * (a call long enough that warming up cannot matter sizes them itself),
-   * then WARM_UP_SECONDS of calls. */
+   * then config->warm_up_s of calls. */
   double single = timed_calls(target, 1, &next_set);
   if (single >= 0 && single < LONG_CALL_SECONDS) single = timed_calls(target, 1, &next_set);
   if (single < 0) return -1;
-  if (single < WARM_UP_SECONDS &&
-      timed_calls(target, clamp_int(WARM_UP_SECONDS / single, 1, MAX_WARM_UP_CALLS), &next_set) < 0)
+  if (single < config->warm_up_s &&
+      timed_calls(target, clamp_int(config->warm_up_s / single, 1, MAX_WARM_UP_CALLS), &next_set) < 0)
     return -1;
   int batch = single >= MIN_REP_SECONDS
                   ? 1

@@ -172,8 +172,14 @@ static void open_reference(bench_env *env) {
   }
 }
 
-static void timing_config(const options *o, bench_timing_config *config) {
+/* The warm-up: an idle GPU drops its clock (an H200 to 345 MHz between
+ * rows). On NVIDIA's Vulkan driver, after the second or so that a row's cpu
+ * check leaves the GPU idle, the clock takes about 0.5 s of work to climb
+ * back (525 -> 1125 -> 1980 MHz on an H100): a 0.3 s warm-up timed most
+ * such rows at half speed. A cpu comes up to speed within 0.3 s. */
+static void timing_config(const options *o, int is_cpu, bench_timing_config *config) {
   config->budget_s = o->quick ? 0.2 : 1.0;
+  config->warm_up_s = is_cpu ? 0.3 : 1.0;
   config->min_reps = 3;
   config->max_reps = o->max_reps ? o->max_reps : o->quick ? 10 : 20;
 }
@@ -246,7 +252,7 @@ int main(int argc, char **argv) {
   int threads = thread_count(&o, &info, env.is_cpu);
   if (env.is_cpu && wants_openblas(&o))
     env.blas = openblas_load(threads, env.blas_error, sizeof env.blas_error);
-  timing_config(&o, &env.timing);
+  timing_config(&o, env.is_cpu, &env.timing);
 
   progress p = {.enabled = isatty(STDERR_FILENO) || !o.quick, .tty = isatty(STDERR_FILENO),
                 .total = count_selected(&o)};
