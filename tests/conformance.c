@@ -1627,6 +1627,35 @@ START_TEST(decoder_block) {
 }
 END_TEST
 
+/* A program that exits with a context still open (exit() in its middle, or
+ * no gllmk_context_destroy) must still exit cleanly: the plugin's unload
+ * then runs after the driver's own exit handlers. A grandchild does it, so
+ * that this process never initialises the driver. */
+START_TEST(exit_with_context_open) {
+  const char *backend = backend_names[_i];
+  fflush(stdout);
+  pid_t pid = fork();
+  ck_assert_msg(pid >= 0, "fork failed");
+  if (pid == 0) {
+    gllmk_context_options options = {.backend = backend, .plugin_dir = test_opts.plugin_dir};
+    gllmk_context *ctx;
+    gllmk_buffer *buffer;
+    if (gllmk_context_create(&options, &ctx) || gllmk_buffer_alloc(ctx, 4096, &buffer) ||
+        gllmk_buffer_fill(buffer, 0, 4096, 1) || gllmk_synchronize(ctx))
+      _exit(2);
+    exit(0); /* runs the exit handlers and library destructors */
+  }
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(!WIFSIGNALED(status),
+                "%s: a process that exited with a context open died of signal %d", backend,
+                WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "%s: a process that exited with a context open returned %d", backend,
+                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+END_TEST
+
 /* Whether the plugin's first device is emulated (lavapipe, PoCL). */
 static bool is_software(const gllmk_discovery *discovery, uint32_t index, char *name,
                         size_t name_size) {
@@ -1724,6 +1753,7 @@ int main(int argc, char **argv) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, op_conformance, b * GLLMK_OP_COUNT, (b + 1) * GLLMK_OP_COUNT);
     tcase_add_loop_test(tc, decoder_block, b * FLOAT_DTYPE_COUNT, (b + 1) * FLOAT_DTYPE_COUNT);
+    tcase_add_loop_test(tc, exit_with_context_open, b, b + 1);
     suite_add_tcase(suite, tc);
   }
   return test_run_suite(suite);

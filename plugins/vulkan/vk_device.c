@@ -304,6 +304,7 @@ static gllmk_status vk_create_device(gllmk_plugin_device *dev) {
                            .ppEnabledExtensionNames = extensions};
   VkResult r = vk_api.vkCreateDevice(p->handle, &di, NULL, &dev->device);
   if (r != VK_SUCCESS) return vk_fail(r, "vkCreateDevice");
+  atomic_fetch_add(&vk_devices_open, 1);
   int missing = 0;
 #define VK_LOADER(n)
 #define VK_INSTANCE(n)
@@ -312,7 +313,10 @@ static gllmk_status vk_create_device(gllmk_plugin_device *dev) {
 #include "vk_symbols.def"
   if (missing) {
     /* vkDestroyDevice may be the one missing: leave the device to the driver. */
-    if (dev->fn.vkDestroyDevice) dev->fn.vkDestroyDevice(dev->device, NULL);
+    if (dev->fn.vkDestroyDevice) {
+      dev->fn.vkDestroyDevice(dev->device, NULL);
+      atomic_fetch_sub(&vk_devices_open, 1);
+    }
     dev->device = VK_NULL_HANDLE;
     return vk_host->fail(GLLMK_ERR_BACKEND, "vulkan: the driver lacks Vulkan 1.2 device functions");
   }
@@ -456,6 +460,7 @@ void vk_close(gllmk_plugin_device *dev) {
     if (dev->set_layout) dev->fn.vkDestroyDescriptorSetLayout(dev->device, dev->set_layout, NULL);
     if (dev->timeline) dev->fn.vkDestroySemaphore(dev->device, dev->timeline, NULL);
     dev->fn.vkDestroyDevice(dev->device, NULL);
+    atomic_fetch_sub(&vk_devices_open, 1);
   }
   free(dev);
 }

@@ -21,6 +21,7 @@
 #include <vulkan/vulkan.h>
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "gllmk/gllmk_plugin.h"
@@ -94,6 +95,9 @@ typedef struct vk_device_api {
 extern const gllmk_plugin_host *vk_host;
 extern vk_instance_api vk_api;
 extern VkInstance vk_instance;
+/* VkDevices created and not yet destroyed: while any is, the instance and
+ * the driver stay (see vk_plugin_unloaded). */
+extern atomic_int vk_devices_open;
 
 /* "VK_ERROR_DEVICE_LOST", ... */
 const char *vk_result_name(VkResult result);

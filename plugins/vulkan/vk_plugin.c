@@ -11,6 +11,7 @@
 const gllmk_plugin_host *vk_host;
 vk_instance_api vk_api;
 VkInstance vk_instance;
+atomic_int vk_devices_open;
 vk_physical vk_physicals[VK_MAX_PHYSICAL];
 uint32_t vk_physical_count;
 
@@ -369,8 +370,14 @@ static void vk_unload(void) {
   vk_library = NULL;
 }
 
-/* The instance lives as long as the plugin is loaded. */
-__attribute__((destructor)) static void vk_plugin_unloaded(void) { vk_unload(); }
+/* The instance lives as long as the plugin is loaded. A program that exits
+ * with a context still open unloads the plugin after the driver has run its
+ * own exit handlers, with a VkDevice still alive: destroying the instance
+ * then is invalid use and crashed NVIDIA's driver 580, so the process's end
+ * is left to take it all. */
+__attribute__((destructor)) static void vk_plugin_unloaded(void) {
+  if (atomic_load(&vk_devices_open) == 0) vk_unload();
+}
 
 gllmk_status vk_probe(const gllmk_plugin_host *host, uint32_t *out_count, char *reason,
                       size_t reason_size) {
