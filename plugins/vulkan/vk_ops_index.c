@@ -112,7 +112,8 @@ static vk_pick_push vk_pick_bind(vk_call *call, const gllmk_tensor *out,
  * columns until there are VK_ARGMAX_GROUPS_PER_UNIT workgroups per compute
  * unit (one row of 128256 logits took 206 us in one workgroup on an H100),
  * for at most VK_ARRIVAL_WORDS rows (more fill the device unsplit). H100,
- * [128, 128256] bf16: 8 per unit 24.2 us, 4 21.8, 2 22.9, 1 26.6. */
+ * [128, 128256] bf16: 8 per unit 24.2 us, 4 21.8, 2 22.9, 1 26.6 (before
+ * the subgroup reduction of row_argmax.glsl, which took 4 to 20.2-20.4). */
 #define VK_ARGMAX_GROUPS_PER_UNIT 4
 #define VK_ARGMAX_MIN_CHUNK 4096
 
