@@ -1629,21 +1629,35 @@ END_TEST
 
 /* A program that exits with a context still open (exit() in its middle, or
  * no gllmk_context_destroy) must still exit cleanly: the plugin's unload
- * then runs after the driver's own exit handlers. A grandchild does it, so
- * that this process never initialises the driver. */
+ * then runs after the driver's own exit handlers. A fresh copy of this
+ * program does it (`--exit-with-context-open BACKEND PLUGIN_DIR`): a fork
+ * alone would inherit a driver this process may have initialised (CUDA
+ * refuses that) when Check runs the tests without forking. */
+static char self_path[4096];
+
+static int exit_with_context_open_main(const char *backend, const char *plugin_dir) {
+  gllmk_context_options options = {.backend = backend,
+                                   .plugin_dir = plugin_dir[0] ? plugin_dir : NULL};
+  gllmk_context *ctx;
+  gllmk_buffer *buffer;
+  if (gllmk_context_create(&options, &ctx) || gllmk_buffer_alloc(ctx, 4096, &buffer) ||
+      gllmk_buffer_fill(buffer, 0, 4096, 1) || gllmk_synchronize(ctx)) {
+    fprintf(stderr, "exit-with-context-open: %s: %s\n", backend, gllmk_last_error());
+    return 2;
+  }
+  exit(0); /* runs the exit handlers and library destructors */
+}
+
 START_TEST(exit_with_context_open) {
   const char *backend = backend_names[_i];
   fflush(stdout);
+  fflush(stderr);
   pid_t pid = fork();
   ck_assert_msg(pid >= 0, "fork failed");
   if (pid == 0) {
-    gllmk_context_options options = {.backend = backend, .plugin_dir = test_opts.plugin_dir};
-    gllmk_context *ctx;
-    gllmk_buffer *buffer;
-    if (gllmk_context_create(&options, &ctx) || gllmk_buffer_alloc(ctx, 4096, &buffer) ||
-        gllmk_buffer_fill(buffer, 0, 4096, 1) || gllmk_synchronize(ctx))
-      _exit(2);
-    exit(0); /* runs the exit handlers and library destructors */
+    execl(self_path, self_path, "--exit-with-context-open", backend,
+          test_opts.plugin_dir ? test_opts.plugin_dir : "", (char *)NULL);
+    _exit(127);
   }
   int status;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -1736,6 +1750,14 @@ static void find_backends(void) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--exit-with-context-open") == 0)
+    return exit_with_context_open_main(argv[2], argv[3]);
+  ssize_t length = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+  if (length <= 0) {
+    perror("conformance: /proc/self/exe");
+    return EXIT_FAILURE;
+  }
+  self_path[length] = '\0';
   test_parse_args(argc, argv);
   find_backends();
   printf("conformance: seed %llu%s, backends:", (unsigned long long)test_opts.seed,
