@@ -36,26 +36,11 @@ GLLMK_DTYPE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int3
 DEV = "cuda"
 
 
-# Back-to-back calls before timing, as gllmk-bench does on a GPU: an idle
-# GPU drops its clock and needs work to bring it back.
-WARM_UP_SECONDS = 1.0
-
-
-def warm_up(call, synchronize):
-    """At least 3 calls and WARM_UP_SECONDS of them, then a synchronize."""
-    start = time.monotonic()
-    calls = 0
-    while calls < 3 or time.monotonic() - start < WARM_UP_SECONDS:
-        call()
-        calls += 1
-        if calls % 16 == 0:
-            synchronize()  # time what ran, not what was queued
-    synchronize()
-
-
-def cuda_time(fn, reps=20):
-    """Median seconds of fn() measured with CUDA events, after a warm-up."""
-    warm_up(fn, torch.cuda.synchronize)
+def cuda_time(fn, warmup=3, reps=20):
+    """Median seconds of fn() measured with CUDA events."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -278,7 +263,9 @@ class Gllmk:
         """Median seconds per call, from batches of calls between synchronizations."""
         fn = getattr(self.lib, "gllmk_" + op)
         call = lambda: self.check(fn(self.ctx, ctypes.byref(args)), op)
-        warm_up(call, lambda: self.check(self.lib.gllmk_synchronize(self.ctx), "synchronize"))
+        for _ in range(3):
+            call()
+        self.check(self.lib.gllmk_synchronize(self.ctx), "synchronize")
         batch, times = 5, []
         for _ in range(max(3, reps // batch)):
             start = time.perf_counter()
