@@ -8,7 +8,7 @@
 MAKEFLAGS    += --no-builtin-rules
 .SUFFIXES:
 
-VERSION      := 0.1.0
+VERSION      := 0.2.0
 SOVERSION    := 0
 
 PREFIX       ?= /usr/local

@@ -37,7 +37,7 @@ static void set_reason(gllmk_plugin_record *record, gllmk_plugin_state state,
  * so that the build tree and an installed tree behave the same. */
 static gllmk_status default_plugin_dir(char *out, size_t out_size) {
   Dl_info info;
-  if (dladdr((const void *)&gllmk_discover, &info) == 0 || info.dli_fname == NULL)
+  if (dladdr((const void *)&gllmk_discover_ex, &info) == 0 || info.dli_fname == NULL)
     return core_fail(GLLMK_ERR_INTERNAL, "gllmk_discover: dladdr cannot locate libgllmk");
   char real[PATH_MAX];
   if (realpath(info.dli_fname, real) == NULL)
@@ -141,9 +141,16 @@ static bool descriptor_is_acceptable(gllmk_plugin_record *record, const gllmk_pl
                major, p->abi_version & 0xffffu, GLLMK_PLUGIN_ABI_MAJOR);
     return false;
   }
-  if (p->struct_size < offsetof(gllmk_plugin, ops)) {
+  if ((p->abi_version & 0xffffu) > GLLMK_PLUGIN_ABI_MINOR) {
+    set_reason(record, GLLMK_PLUGIN_REJECTED,
+               "plugin ABI %u.%u is newer than this libgllmk's %u.%u", major,
+               p->abi_version & 0xffffu, GLLMK_PLUGIN_ABI_MAJOR, GLLMK_PLUGIN_ABI_MINOR);
+    return false;
+  }
+  size_t needed = offsetof(gllmk_plugin, ops_size) + sizeof p->ops_size;
+  if (p->struct_size < needed) {
     set_reason(record, GLLMK_PLUGIN_REJECTED, "descriptor struct_size=%u is below the %zu bytes "
-               "ABI %u needs", p->struct_size, offsetof(gllmk_plugin, ops), GLLMK_PLUGIN_ABI_MAJOR);
+               "ABI %u needs", p->struct_size, needed, GLLMK_PLUGIN_ABI_MAJOR);
     return false;
   }
   if (p->name == NULL || p->name[0] == '\0' || strlen(p->name) >= sizeof record->name) {
@@ -160,7 +167,7 @@ static bool descriptor_is_acceptable(gllmk_plugin_record *record, const gllmk_pl
   record->rank = p->kind; /* the kind enum is in rank order */
   if (!p->probe || !p->device_info || !p->open || !p->close || !p->synchronize ||
       !p->mem_alloc || !p->mem_free || !p->mem_write || !p->mem_read || !p->mem_copy ||
-      !p->mem_fill) {
+      !p->mem_fill || (p->ops == NULL && p->ops_size != 0)) {
     set_reason(record, GLLMK_PLUGIN_REJECTED, "descriptor lacks a required function");
     return false;
   }
@@ -370,13 +377,16 @@ bool core_options_are_valid(const char *fn, const gllmk_context_options *options
   return true;
 }
 
-gllmk_status gllmk_discover(const gllmk_context_options *options,
-                            gllmk_discovery **out_discovery) {
+gllmk_status gllmk_discover_ex(const gllmk_context_options *options, size_t options_size,
+                               gllmk_discovery **out_discovery) {
+  static const char fn[] = "gllmk_discover";
   core_clear_error();
   if (out_discovery == NULL)
-    return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "gllmk_discover: out_discovery is NULL");
-  if (!core_options_are_valid("gllmk_discover", options)) return GLLMK_ERR_INVALID_ARGUMENT;
-  return core_discover(options, out_discovery);
+    return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: out_discovery is NULL", fn);
+  gllmk_context_options full;
+  CORE_TRY(core_options_copy(fn, options, options_size, &full));
+  if (!core_options_are_valid(fn, options ? &full : NULL)) return GLLMK_ERR_INVALID_ARGUMENT;
+  return core_discover(options ? &full : NULL, out_discovery);
 }
 
 void gllmk_discovery_free(gllmk_discovery *discovery) {
@@ -419,13 +429,17 @@ gllmk_status gllmk_discovery_device(const gllmk_discovery *discovery, uint32_t p
 }
 
 const void *core_plugin_op(const gllmk_plugin *plugin, gllmk_op op) {
-  size_t offset = offsetof(gllmk_plugin, ops) + (size_t)op * sizeof(void (*)(void));
-  if (plugin == NULL || (unsigned)op >= GLLMK_OP_COUNT ||
-      plugin->struct_size < offset + sizeof(void (*)(void)))
+  size_t offset = (size_t)op * sizeof(void (*)(void));
+  if (plugin == NULL || plugin->ops == NULL || (unsigned)op >= GLLMK_OP_COUNT ||
+      plugin->ops_size < offset + sizeof(void (*)(void)))
     return NULL;
   const void *slot;
-  memcpy(&slot, (const char *)plugin + offset, sizeof slot);
+  memcpy(&slot, (const char *)plugin->ops + offset, sizeof slot);
   return slot;
+}
+
+bool core_plugin_reaches(const gllmk_plugin *plugin, size_t offset, size_t size) {
+  return plugin != NULL && plugin->struct_size >= offset + size;
 }
 
 int gllmk_discovery_plugin_supports(const gllmk_discovery *discovery, uint32_t plugin_index,

@@ -5,6 +5,7 @@
 #define GLLMK_CORE_INTERNAL_H_
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "gllmk/gllmk_plugin.h"
 
@@ -48,43 +49,146 @@ struct gllmk_discovery {
 
 /* Checks the options' own consistency; on failure sets the error naming `fn`. */
 bool core_options_are_valid(const char *fn, const gllmk_context_options *options);
+/* Copies options of `size` bytes (as the caller was compiled) into a full
+ * struct, zero-filling fields the caller did not know; NULL stays a zeroed
+ * struct. Fails if the caller's struct is below ABI 2.0's or sets fields this
+ * library does not know. */
+gllmk_status core_options_copy(const char *fn, const gllmk_context_options *options,
+                               size_t size, gllmk_context_options *out);
 /* Scans, loads and probes; marks the slot a context would use. */
 gllmk_status core_discover(const gllmk_context_options *options, gllmk_discovery **out);
 
+/* The plugin's op slot, NULL if absent (or past the plugin's op table). */
+const void *core_plugin_op(const gllmk_plugin *plugin, gllmk_op op);
+/* Whether the plugin's descriptor reaches [offset, offset + size). */
+bool core_plugin_reaches(const gllmk_plugin *plugin, size_t offset, size_t size);
+/* An optional descriptor function, NULL where the plugin's descriptor ends
+ * before it. */
+#define CORE_PLUGIN_FN(plugin, field)                                                   \
+  (core_plugin_reaches((plugin), offsetof(gllmk_plugin, field), sizeof (plugin)->field) \
+       ? (plugin)->field : NULL)
+
+/* --------------------------------------------------------------- handles */
+
+typedef enum core_handle_kind {
+  CORE_HANDLE_CONTEXT = 1,
+  CORE_HANDLE_BUFFER = 2,
+  CORE_HANDLE_RECORDING = 3,
+} core_handle_kind;
+
+/* A new handle for `object`, 0 if the table is full or out of memory. */
+uint64_t core_handle_new(core_handle_kind kind, void *object);
+/* The object of a live handle of `kind`, NULL for anything else. */
+void *core_handle_get(uint64_t handle, core_handle_kind kind);
+/* Retires the handle: every later lookup fails. */
+void core_handle_release(uint64_t handle, core_handle_kind kind);
+
+/* ----------------------------------------------------------------- calls */
+
+#define CORE_MAX_OP_TENSORS 8
+
+/* Any op's argument struct. */
+typedef union core_args {
+#define GLLMK_OP(name) gllmk_##name##_args name;
+#include "gllmk/gllmk_ops.def"
+} core_args;
+
+/* One validated op call, kept by value: its argument struct and copies of
+ * its tensors (with the caller's buffer handles). core_call_args() aims the
+ * struct's tensor pointers at a set of tensors. */
+typedef struct core_call {
+  gllmk_op op;
+  uint32_t present; /* bit i: tensor field i of the op is set */
+  core_args args;
+  gllmk_tensor tensors[CORE_MAX_OP_TENSORS];
+} core_call;
+
 /* ------------------------------------------------------- context, buffer */
 
-#define CORE_BUFFER_MAGIC 0x676c6c6d6b627566ull /* "gllmkbuf" */
+typedef struct core_context core_context;
+typedef struct core_recording core_recording;
 
-struct gllmk_buffer {
+typedef struct core_buffer {
   gllmk_plugin_buffer base; /* first: plugins read it (gllmk_plugin.h) */
-  uint64_t magic;
-  gllmk_context *context;
-  struct gllmk_buffer *prev, *next; /* the context's live buffers */
-};
+  gllmk_buffer *handle;
+  core_context *context;
+  struct core_buffer *prev, *next; /* the context's live buffers */
+  void (*release)(void *);         /* wrapped external memory: the owner's release */
+  void *release_data;
+} core_buffer;
 
-struct gllmk_context {
-  void *handle; /* keeps the plugin loaded */
+/* An op timed for gllmk_context_set_timing, waiting for its device times. */
+typedef struct core_timed_call {
+  core_call call;
+  uint32_t begin_mark, end_mark; /* plugin marks, or */
+  uint64_t begin_ns, end_ns;     /* host times when host_timed */
+  uint32_t host_timed;
+} core_timed_call;
+
+struct core_context {
+  gllmk_context *handle;
+  void *dl_handle; /* keeps the plugin loaded */
   const gllmk_plugin *plugin;
   gllmk_plugin_device *device;
   gllmk_device_info info;
   char backend[64];
-  gllmk_buffer *buffers;
+  core_buffer *buffers;
+  core_recording *recordings; /* every live recording of this context */
+  core_recording *recording;  /* the one being recorded, or NULL */
+  gllmk_timing_callback timing_callback;
+  void *timing_data;
+  core_timed_call *timed;
+  uint32_t timed_count, timed_capacity;
+  gllmk_status deferred_status; /* a device error met while host-timing */
+  char deferred_message[512];
 };
+
+struct core_recording {
+  gllmk_recording *handle;
+  core_context *context;
+  core_recording *prev, *next; /* the context's recordings */
+  core_call *calls;
+  uint32_t count, capacity;
+  gllmk_plugin_recording *native;
+};
+
+core_context *core_context_get(const gllmk_context *handle);
+core_buffer *core_buffer_get(const gllmk_buffer *handle);
+
+/* Waits for the context's queue, returns any device error, then hands the
+ * completed timing records to the callback. */
+gllmk_status core_context_synchronize(core_context *context);
+/* Frees a recording: unlinks it, frees its native form, retires its handle. */
+void core_recording_destroy(core_recording *recording);
+
+/* The argument struct of `call` with its tensor pointers aimed at `tensors`
+ * (the call's own, or resolved copies). */
+void core_call_args(const core_call *call, const gllmk_tensor *tensors, core_args *out_args);
+/* Runs a validated call on the plugin, timed when timing is on. Every
+ * buffer handle in it is re-checked; `fn` names the call in messages. */
+gllmk_status core_call_run(const char *fn, core_context *context, const core_call *call);
+/* sizeof the op's argument struct in this library. */
+size_t core_args_size(gllmk_op op);
+/* The op's own argument checks (validate.c), on a full-size struct. */
+gllmk_status core_validate(const char *fn, const core_context *context, gllmk_op op,
+                           const core_args *args);
+/* Timing (timing.c): around one op on the plugin, and the delivery. */
+gllmk_status core_timing_begin(core_context *context, const core_call *call, uint32_t *out_index);
+void core_timing_end(core_context *context, uint32_t index);
+void core_timing_deliver(core_context *context);
+void core_timing_reset(core_context *context);
 
 /* ------------------------------------------------------------- tensors */
 
 /* The bytes a valid tensor covers: [begin, end) of its buffer. */
 typedef struct core_tensor_span {
   uint64_t begin, end, numel;
+  core_buffer *buffer;
 } core_tensor_span;
 
-bool core_buffer_is_valid(const gllmk_buffer *buffer);
 /* Checks one tensor argument of `fn`: non-NULL, live buffer, dtype, ndim,
  * shape >= 1, strides >= 0, no overflow, inside its buffer. */
 gllmk_status core_tensor_check(const char *fn, const char *arg, const gllmk_tensor *t,
                                core_tensor_span *out_span);
-
-/* Whether the plugin's descriptor is long enough to hold `op`'s slot. */
-const void *core_plugin_op(const gllmk_plugin *plugin, gllmk_op op);
 
 #endif /* GLLMK_CORE_INTERNAL_H_ */

@@ -3,16 +3,22 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
 static _Thread_local char last_error[1024];
 
+/* The message is formatted into a scratch buffer first: an argument may be
+ * gllmk_last_error() itself (a caller wrapping a plugin's message), and
+ * vsnprintf into the buffer it is reading from garbles the text. */
 gllmk_status core_fail(gllmk_status status, const char *format, ...) {
+  char message[sizeof last_error];
   va_list args;
   va_start(args, format);
-  vsnprintf(last_error, sizeof last_error, format, args);
+  vsnprintf(message, sizeof message, format, args);
   va_end(args);
+  memcpy(last_error, message, sizeof last_error);
   return status;
 }
 

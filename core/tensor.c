@@ -13,16 +13,14 @@ static bool add_overflows(uint64_t a, uint64_t b, uint64_t *out) {
   return __builtin_add_overflow(a, b, out);
 }
 
-bool core_buffer_is_valid(const gllmk_buffer *buffer) {
-  return buffer != NULL && buffer->magic == CORE_BUFFER_MAGIC;
-}
-
 gllmk_status core_tensor_check(const char *fn, const char *arg, const gllmk_tensor *t,
                                core_tensor_span *out_span) {
   if (t == NULL) return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, arg);
-  if (!core_buffer_is_valid(t->buffer))
+  core_buffer *buffer = core_buffer_get(t->buffer);
+  if (buffer == NULL)
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: %s.buffer is %s", fn, arg,
-                     t->buffer ? "not a live gllmk buffer" : "NULL");
+                     t->buffer ? "not a live gllmk buffer (freed, or of a destroyed context)"
+                               : "NULL");
   if (gllmk_dtype_size((gllmk_dtype)t->dtype) == 0)
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: %s.dtype=%d is not a gllmk_dtype", fn,
                      arg, t->dtype);
@@ -53,14 +51,15 @@ gllmk_status core_tensor_check(const char *fn, const char *arg, const gllmk_tens
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT,
                      "%s: %s.offset=%llu is not a multiple of the element size %llu", fn, arg,
                      (unsigned long long)t->offset, (unsigned long long)elem);
-  if (end > t->buffer->base.size)
+  if (end > buffer->base.size)
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT,
                      "%s: %s ends at byte %llu, past the end of its %llu-byte buffer", fn, arg,
-                     (unsigned long long)end, (unsigned long long)t->buffer->base.size);
+                     (unsigned long long)end, (unsigned long long)buffer->base.size);
   if (out_span) {
     out_span->begin = t->offset;
     out_span->end = end;
     out_span->numel = numel;
+    out_span->buffer = buffer;
   }
   return GLLMK_OK;
 }

@@ -11,7 +11,7 @@
 /* The call being checked: names the op in messages, holds the context. */
 typedef struct op_call {
   const char *fn;
-  const gllmk_context *context;
+  const core_context *context;
 } op_call;
 
 #define INVALID(...) core_fail(GLLMK_ERR_INVALID_ARGUMENT, __VA_ARGS__)
@@ -24,8 +24,9 @@ static bool is_float(int32_t dtype) {
 
 /* A required tensor: valid, inside its buffer, on the call's context. */
 static gllmk_status tensor(const op_call *c, const char *arg, const gllmk_tensor *t) {
-  CORE_TRY(core_tensor_check(c->fn, arg, t, NULL));
-  if (t->buffer->context != c->context)
+  core_tensor_span span;
+  CORE_TRY(core_tensor_check(c->fn, arg, t, &span));
+  if (span.buffer->context != c->context)
     return INVALID("%s: %s.buffer belongs to another context", c->fn, arg);
   return GLLMK_OK;
 }
@@ -391,6 +392,8 @@ static gllmk_status validate_matmul(const op_call *c, const gllmk_matmul_args *a
     return INVALID("%s: b.ndim=%d, expected 2 or a.ndim=%d", c->fn, a->b->ndim, nd);
   if (a->b_layout != GLLMK_B_NK && a->b_layout != GLLMK_B_KN)
     return INVALID("%s: b_layout=%d is not a gllmk_matmul_layout", c->fn, a->b_layout);
+  if (a->flags & ~(uint32_t)GLLMK_MATMUL_ALLOW_TF32)
+    return INVALID("%s: flags=0x%x has bits that are not gllmk_matmul_flags", c->fn, a->flags);
   CORE_TRY(same_dtype(c, "b", a->b, "a", a->a));
   CORE_TRY(same_dtype(c, "out", a->out, "a", a->a));
   int64_t m = a->a->shape[nd - 2], k = a->a->shape[nd - 1];
@@ -576,24 +579,15 @@ static gllmk_status validate_sample(const op_call *c, const gllmk_sample_args *a
   return GLLMK_OK;
 }
 
-/* ------------------------------------------------------------ dispatch */
+/* ------------------------------------------------------------ entry */
 
-/* The required tensor pointers of args are checked by each validator
- * (a NULL tensor fails in tensor()); the op function itself checks the
- * context and the args pointer, then hands over to the plugin. */
-#define GLLMK_OP(name)                                                                  \
-  gllmk_status gllmk_##name(gllmk_context *context, const gllmk_##name##_args *args) { \
-    const op_call call = {"gllmk_" #name, context};                                     \
-    core_clear_error();                                                                 \
-    if (context == NULL) return INVALID("%s: context is NULL", call.fn);         \
-    if (args == NULL) return INVALID("%s: args is NULL", call.fn);               \
-    CORE_TRY(validate_##name(&call, args));                                                  \
-    gllmk_status (*impl)(gllmk_plugin_device *, const gllmk_##name##_args *);           \
-    const void *slot = core_plugin_op(context->plugin, GLLMK_OP_##name);                \
-    if (slot == NULL)                                                                   \
-      return core_fail(GLLMK_ERR_UNSUPPORTED, "%s: the %s backend does not implement it", \
-                       call.fn, context->backend);                                      \
-    memcpy(&impl, &slot, sizeof impl);                                                  \
-    return impl(context->device, args);                                                 \
-  }
+gllmk_status core_validate(const char *fn, const core_context *context, gllmk_op op,
+                           const core_args *args) {
+  const op_call call = {fn, context};
+  switch (op) {
+#define GLLMK_OP(name) \
+  case GLLMK_OP_##name: return validate_##name(&call, &args->name);
 #include "gllmk/gllmk_ops.def"
+    default: return INVALID("%s: op=%d is not a gllmk_op", fn, (int)op);
+  }
+}

@@ -158,6 +158,8 @@ static gllmk_status fake_fill(gllmk_plugin_device *device, const gllmk_fill_args
   return GLLMK_OK;
 }
 
+static const gllmk_plugin_ops fake_ops = {.fill = fake_fill};
+
 static const gllmk_plugin fake_plugin = {
     .struct_size = FAKE_STRUCT_SIZE,
     .abi_version = FAKE_ABI,
@@ -175,7 +177,8 @@ static const gllmk_plugin fake_plugin = {
     .mem_read = fake_read,
     .mem_copy = fake_copy,
     .mem_fill = fake_fill_bytes,
-    .ops = {.fill = fake_fill},
+    .ops = &fake_ops,
+    .ops_size = sizeof fake_ops,
 };
 
 #ifdef FAKE_VARIANT_NOENTRY

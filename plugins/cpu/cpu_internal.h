@@ -1,8 +1,8 @@
 /*
  * cpu_internal.h - shared declarations of the cpu plugin.
  *
- * The cpu plugin computes with host memory: a gllmk_plugin_memory* is the
- * address of the allocation itself. Work runs synchronously on the calling
+ * The cpu plugin computes with host memory: a gllmk_plugin_memory holds the
+ * address of the allocation (its own, or a wrapped one of the caller). Work runs synchronously on the calling
  * thread plus a pool of worker threads owned by the device (one per context).
  */
 #ifndef GLLMK_CPU_INTERNAL_H_
@@ -30,11 +30,21 @@ struct gllmk_plugin_device {
   /* The first device-raised error since the last synchronize. */
   gllmk_status raised_status;
   char raised_message[256];
+  /* Timestamps of gllmk_context_set_timing, since the last read. */
+  uint64_t *marks;
+  uint32_t mark_count, mark_capacity;
+};
+
+/* A cpu allocation: host memory of its own, or the caller's (wrapped with
+ * gllmk_buffer_wrap, never freed here). */
+struct gllmk_plugin_memory {
+  void *data;
+  int owned;
 };
 
 /* Address of element [0, ..., 0] of a tensor. */
 static inline void *cpu_tensor_data(const gllmk_tensor *t) {
-  return (char *)gllmk_plugin_tensor_memory(t) + t->offset;
+  return (char *)gllmk_plugin_tensor_memory(t)->data + t->offset;
 }
 
 /* Runs fn(ctx, begin, end) over disjoint chunks covering [0, n) on the

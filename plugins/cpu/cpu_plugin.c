@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__)
@@ -209,6 +210,7 @@ static gllmk_status cpu_open(const gllmk_plugin_open_options *options,
 static void cpu_close(gllmk_plugin_device *device) {
   if (!device) return;
   cpu_pool_destroy(device->pool);
+  free(device->marks);
   free(device);
 }
 
@@ -250,30 +252,56 @@ static gllmk_status cpu_mem_alloc(gllmk_plugin_device *device, uint64_t size,
                           (unsigned long long)size);
   size_t rounded = ((size_t)size + CPU_ALIGNMENT - 1) & ~(size_t)(CPU_ALIGNMENT - 1);
   if (rounded == 0) rounded = CPU_ALIGNMENT;
-  void *memory = aligned_alloc(CPU_ALIGNMENT, rounded);
-  if (!memory)
+  gllmk_plugin_memory *memory = malloc(sizeof *memory);
+  void *data = memory ? aligned_alloc(CPU_ALIGNMENT, rounded) : NULL;
+  if (!data) {
+    free(memory);
     return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "cpu: cannot allocate %llu bytes",
                           (unsigned long long)size);
+  }
+  *memory = (gllmk_plugin_memory){.data = data, .owned = 1};
   *out_memory = memory;
+  return GLLMK_OK;
+}
+
+static gllmk_status cpu_mem_import(gllmk_plugin_device *device, uint32_t kind, uint64_t address,
+                                   uint64_t size, gllmk_plugin_memory **out_memory) {
+  (void)device;
+  (void)size;
+  if (kind != GLLMK_MEMORY_HOST)
+    return cpu_host->fail(GLLMK_ERR_UNSUPPORTED, "cpu: only host memory can be wrapped");
+  gllmk_plugin_memory *memory = malloc(sizeof *memory);
+  if (!memory) return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "cpu: out of memory");
+  *memory = (gllmk_plugin_memory){.data = (void *)(uintptr_t)address, .owned = 0};
+  *out_memory = memory;
+  return GLLMK_OK;
+}
+
+static gllmk_status cpu_mem_address(gllmk_plugin_device *device, gllmk_plugin_memory *memory,
+                                    uint32_t *out_kind, uint64_t *out_address) {
+  (void)device;
+  *out_kind = GLLMK_MEMORY_HOST;
+  *out_address = (uint64_t)(uintptr_t)memory->data;
   return GLLMK_OK;
 }
 
 static void cpu_mem_free(gllmk_plugin_device *device, gllmk_plugin_memory *memory) {
   (void)device;
+  if (memory && memory->owned) free(memory->data);
   free(memory);
 }
 
 static gllmk_status cpu_mem_write(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
                                   uint64_t offset, const void *src, uint64_t size) {
   (void)device;
-  memcpy((char *)dst + offset, src, (size_t)size);
+  memcpy((char *)dst->data + offset, src, (size_t)size);
   return GLLMK_OK;
 }
 
 static gllmk_status cpu_mem_read(gllmk_plugin_device *device, gllmk_plugin_memory *src,
                                  uint64_t offset, void *dst, uint64_t size) {
   (void)device;
-  memcpy(dst, (const char *)src + offset, (size_t)size);
+  memcpy(dst, (const char *)src->data + offset, (size_t)size);
   return GLLMK_OK;
 }
 
@@ -281,18 +309,51 @@ static gllmk_status cpu_mem_copy(gllmk_plugin_device *device, gllmk_plugin_memor
                                  uint64_t dst_offset, gllmk_plugin_memory *src, uint64_t src_offset,
                                  uint64_t size) {
   (void)device;
-  memmove((char *)dst + dst_offset, (const char *)src + src_offset, (size_t)size);
+  memmove((char *)dst->data + dst_offset, (const char *)src->data + src_offset, (size_t)size);
   return GLLMK_OK;
 }
 
 static gllmk_status cpu_mem_fill(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
                                  uint64_t offset, uint64_t size, uint8_t value) {
   (void)device;
-  memset((char *)dst + offset, value, (size_t)size);
+  memset((char *)dst->data + offset, value, (size_t)size);
+  return GLLMK_OK;
+}
+
+/* ------------------------------------------------------------ timing */
+
+/* The cpu backend runs each op before its call returns, so a mark is the
+ * host clock when it is enqueued. */
+static gllmk_status cpu_mark(gllmk_plugin_device *device, uint32_t *out_id) {
+  if (device->mark_count == device->mark_capacity) {
+    uint32_t capacity = device->mark_capacity ? 2 * device->mark_capacity : 128;
+    uint64_t *grown = realloc(device->marks, capacity * sizeof *grown);
+    if (!grown) return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "cpu: out of memory for marks");
+    device->marks = grown;
+    device->mark_capacity = capacity;
+  }
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  device->marks[device->mark_count] = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+  *out_id = device->mark_count++;
+  return GLLMK_OK;
+}
+
+static gllmk_status cpu_marks_read(gllmk_plugin_device *device, uint32_t count, uint64_t *out_ns) {
+  if (count > device->mark_count)
+    return cpu_host->fail(GLLMK_ERR_INTERNAL, "cpu: %u marks asked for, %u made", count,
+                          device->mark_count);
+  memcpy(out_ns, device->marks, count * sizeof *out_ns);
+  device->mark_count = 0;
   return GLLMK_OK;
 }
 
 /* ------------------------------------------------------------ entry */
+
+static const gllmk_plugin_ops cpu_ops = {
+#define GLLMK_OP(name) .name = cpu_##name,
+#include "gllmk/gllmk_ops.def"
+};
 
 static const gllmk_plugin cpu_plugin = {
     .struct_size = sizeof(gllmk_plugin),
@@ -312,11 +373,12 @@ static const gllmk_plugin cpu_plugin = {
     .mem_read = cpu_mem_read,
     .mem_copy = cpu_mem_copy,
     .mem_fill = cpu_mem_fill,
-    .ops =
-        {
-#define GLLMK_OP(name) .name = cpu_##name,
-#include "gllmk/gllmk_ops.def"
-        },
+    .mem_import = cpu_mem_import,
+    .mem_address = cpu_mem_address,
+    .mark = cpu_mark,
+    .marks_read = cpu_marks_read,
+    .ops = &cpu_ops,
+    .ops_size = sizeof cpu_ops,
 };
 
 GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void);

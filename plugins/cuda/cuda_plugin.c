@@ -467,6 +467,11 @@ static gllmk_status cuda_mem_fill(gllmk_plugin_device *dev, gllmk_plugin_memory 
 
 /* ---------------------------------------------------------- descriptor */
 
+static const gllmk_plugin_ops cuda_ops = {
+#define GLLMK_OP(name) .name = cuda_##name,
+#include "gllmk/gllmk_ops.def"
+};
+
 static const gllmk_plugin cuda_plugin = {
     .struct_size = sizeof(gllmk_plugin),
     .abi_version = GLLMK_PLUGIN_ABI_VERSION,
@@ -485,10 +490,8 @@ static const gllmk_plugin cuda_plugin = {
     .mem_read = cuda_mem_read,
     .mem_copy = cuda_mem_copy,
     .mem_fill = cuda_mem_fill,
-    .ops = {
-#define GLLMK_OP(name) .name = cuda_##name,
-#include "gllmk/gllmk_ops.def"
-    },
+    .ops = &cuda_ops,
+    .ops_size = sizeof cuda_ops,
 };
 
 GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void) { return &cuda_plugin; }

@@ -5,6 +5,11 @@
  */
 #include "hsa_internal.h"
 
+static const gllmk_plugin_ops gk_ops = {
+#define GLLMK_OP(name) .name = gk_##name,
+#include "gllmk/gllmk_ops.def"
+};
+
 static const gllmk_plugin hsa_plugin = {
     .struct_size = sizeof(gllmk_plugin),
     .abi_version = GLLMK_PLUGIN_ABI_VERSION,
@@ -23,10 +28,8 @@ static const gllmk_plugin hsa_plugin = {
     .mem_read = hsa_mem_read,
     .mem_copy = gk_mem_copy,
     .mem_fill = gk_mem_fill,
-    .ops = {
-#define GLLMK_OP(name) .name = gk_##name,
-#include "gllmk/gllmk_ops.def"
-    },
+    .ops = &gk_ops,
+    .ops_size = sizeof gk_ops,
 };
 
 GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void) { return &hsa_plugin; }

@@ -108,7 +108,8 @@ static const gllmk_plugin metal_plugin = {
     .mem_read = metal_mem_read,
     .mem_copy = metal_mem_copy,
     .mem_fill = metal_mem_fill,
-    .ops = {0}, /* no kernels: every op is unsupported */
+    .ops = NULL, /* no kernels: every op is unsupported */
+    .ops_size = 0,
 };
 
 GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void) { return &metal_plugin; }

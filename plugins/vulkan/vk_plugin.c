@@ -455,6 +455,11 @@ void vk_describe(char *text, size_t text_size) {
   }
 }
 
+static const gllmk_plugin_ops vk_ops = {
+#define GLLMK_OP(name) .name = vk_##name,
+#include "gllmk/gllmk_ops.def"
+};
+
 static const gllmk_plugin vk_plugin = {
     .struct_size = sizeof(gllmk_plugin),
     .abi_version = GLLMK_PLUGIN_ABI_VERSION,
@@ -473,11 +478,8 @@ static const gllmk_plugin vk_plugin = {
     .mem_read = vk_mem_read,
     .mem_copy = vk_mem_copy,
     .mem_fill = vk_mem_fill,
-    .ops =
-        {
-#define GLLMK_OP(name) .name = vk_##name,
-#include "gllmk/gllmk_ops.def"
-        },
+    .ops = &vk_ops,
+    .ops_size = sizeof vk_ops,
 };
 
 GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void) { return &vk_plugin; }

@@ -13,8 +13,16 @@
  *    waits for it and reports errors the device raised since the last call.
  *    gllmk_buffer_read() synchronizes.
  *
- * Thread safety: one context may be used from one thread at a time.
- * Different contexts are independent.
+ *  - Contexts, buffers and recordings are handles, checked on every use: a
+ *    freed or destroyed one gives GLLMK_ERR_INVALID_ARGUMENT, never a crash.
+ *  - Argument structs grow at their end between minor versions. The inline
+ *    functions below pass the struct's size as the caller was compiled, so a
+ *    program built against an older header keeps working (new fields take
+ *    their zero default).
+ *
+ * Thread safety: one context (with its buffers and recordings) may be used
+ * from one thread at a time. Different contexts are independent and may be
+ * created, used and destroyed from any number of threads at once.
  */
 #ifndef GLLMK_GLLMK_H_
 #define GLLMK_GLLMK_H_
@@ -33,7 +41,7 @@ extern "C" {
 #endif
 
 #define GLLMK_VERSION_MAJOR 0
-#define GLLMK_VERSION_MINOR 1
+#define GLLMK_VERSION_MINOR 2
 #define GLLMK_VERSION_PATCH 0
 
 /* ---------------------------------------------------------------- status */
@@ -88,6 +96,7 @@ GLLMK_API const char *gllmk_backend_kind_name(gllmk_backend_kind kind);
 
 typedef struct gllmk_context gllmk_context;
 typedef struct gllmk_buffer gllmk_buffer;
+typedef struct gllmk_recording gllmk_recording;
 
 /* ------------------------------------------------------------------ context */
 
@@ -105,12 +114,23 @@ typedef struct gllmk_context_options {
   /* Directory to search instead of <libdir>/gllmk. For embedders that ship
    * their own plugins and for tests; applications leave it NULL. */
   const char *plugin_dir;
+  /* ABI 2.0: run on the caller's queue instead of the context's own (a
+   * CUstream for cuda), so gllmk's work orders with the caller's kernels.
+   * NULL = the context's own. A backend without queues it can share fails
+   * with GLLMK_ERR_UNSUPPORTED. The caller keeps the queue alive. */
+  void *queue;
 } gllmk_context_options;
 
 /* Creates a context on the best backend (options may be NULL). */
-GLLMK_API gllmk_status gllmk_context_create(const gllmk_context_options *options,
-                                            gllmk_context **out_context);
-/* Waits for queued work and frees the context and any buffer still alive. */
+GLLMK_API gllmk_status gllmk_context_create_ex(const gllmk_context_options *options,
+                                               size_t options_size,
+                                               gllmk_context **out_context);
+static inline gllmk_status gllmk_context_create(const gllmk_context_options *options,
+                                                gllmk_context **out_context) {
+  return gllmk_context_create_ex(options, sizeof *options, out_context);
+}
+/* Waits for queued work and frees the context and every buffer and
+ * recording still alive on it. */
 GLLMK_API void gllmk_context_destroy(gllmk_context *context);
 /* Waits for queued work; returns the first error the device raised since the
  * previous synchronize (e.g. GLLMK_ERR_OUT_OF_RANGE from gllmk_embedding). */
@@ -166,8 +186,12 @@ typedef struct gllmk_discovery gllmk_discovery;
 
 /* Scans the plugin directory as gllmk_context_create would with the same
  * options, without opening a device. Every file is listed, good or bad. */
-GLLMK_API gllmk_status gllmk_discover(const gllmk_context_options *options,
-                                      gllmk_discovery **out_discovery);
+GLLMK_API gllmk_status gllmk_discover_ex(const gllmk_context_options *options,
+                                         size_t options_size, gllmk_discovery **out_discovery);
+static inline gllmk_status gllmk_discover(const gllmk_context_options *options,
+                                          gllmk_discovery **out_discovery) {
+  return gllmk_discover_ex(options, sizeof *options, out_discovery);
+}
 GLLMK_API void gllmk_discovery_free(gllmk_discovery *discovery);
 /* The directory that was scanned. */
 GLLMK_API const char *gllmk_discovery_plugin_dir(const gllmk_discovery *discovery);
@@ -216,6 +240,34 @@ GLLMK_API gllmk_status gllmk_buffer_copy(gllmk_buffer *dst, uint64_t dst_offset,
 /* Sets `size` bytes to `value`, enqueued. */
 GLLMK_API gllmk_status gllmk_buffer_fill(gllmk_buffer *buffer, uint64_t offset,
                                          uint64_t size, uint8_t value);
+
+/* Where memory lives, for wrapping and DLPack. */
+typedef enum gllmk_memory_kind {
+  GLLMK_MEMORY_HOST = 0,        /* a host pointer (the cpu backend's memory) */
+  GLLMK_MEMORY_CUDA_DEVICE = 1, /* a CUdeviceptr on the context's device */
+} gllmk_memory_kind;
+
+/* Memory the caller owns, to be used as a gllmk buffer without a copy. */
+typedef struct gllmk_external_memory {
+  uint32_t kind;    /* gllmk_memory_kind */
+  uint64_t address; /* host pointer or device address of the first byte */
+  uint64_t size;    /* bytes, > 0 */
+  /* Called once when the gllmk buffer is freed (also by
+   * gllmk_context_destroy); may be NULL. */
+  void (*release)(void *release_data);
+  void *release_data;
+} gllmk_external_memory;
+
+/* Wraps external memory as a buffer of `context`. The caller keeps it alive
+ * until `release` is called (or the buffer is freed). A backend that cannot
+ * use that kind of memory returns GLLMK_ERR_UNSUPPORTED with the reason. */
+GLLMK_API gllmk_status gllmk_buffer_wrap(gllmk_context *context,
+                                         const gllmk_external_memory *memory,
+                                         gllmk_buffer **out_buffer);
+/* The kind and address of a buffer's first byte (for handing it to other
+ * libraries); GLLMK_ERR_UNSUPPORTED where the backend has no such address. */
+GLLMK_API gllmk_status gllmk_buffer_address(const gllmk_buffer *buffer, uint32_t *out_kind,
+                                            uint64_t *out_address);
 
 /* ------------------------------------------------------------------ tensors */
 
@@ -373,6 +425,12 @@ typedef enum gllmk_matmul_layout {
   GLLMK_B_KN = 1, /* b is [K, N]: out = a b */
 } gllmk_matmul_layout;
 
+typedef enum gllmk_matmul_flags {
+  /* F32 inputs may be rounded to TF32 (10-bit mantissa) on tensor cores.
+   * Without it, F32 matmul keeps F32 inputs: no backend uses TF32 unasked. */
+  GLLMK_MATMUL_ALLOW_TF32 = 1u << 0,
+} gllmk_matmul_flags;
+
 /* out[..., M, N] = alpha * a[..., M, K] op(b) + beta * out (+ bias[N]).
  * b is 2-D (shared by every batch) or has a's leading dims; bias may be NULL.
  * With beta = 0, out is not read (NaN in it does not propagate). */
@@ -380,6 +438,7 @@ typedef struct gllmk_matmul_args {
   const gllmk_tensor *out, *a, *b, *bias;
   float alpha, beta;
   int32_t b_layout; /* gllmk_matmul_layout */
+  uint32_t flags;   /* ABI 2.1: gllmk_matmul_flags; 0 = none */
 } gllmk_matmul_args;
 
 /* Flash attention. q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D], out like q;
@@ -434,9 +493,72 @@ typedef struct gllmk_sample_args {
   uint64_t offset; /* e.g. the decode step, so successive calls differ */
 } gllmk_sample_args;
 
-#define GLLMK_OP(name) \
-  GLLMK_API gllmk_status gllmk_##name(gllmk_context *context, const gllmk_##name##_args *args);
+/* Runs (enqueues) `op` with its argument struct of `args_size` bytes (the
+ * size the caller was compiled with). Every gllmk_<op>() below is this call. */
+GLLMK_API gllmk_status gllmk_op_run(gllmk_context *context, gllmk_op op, const void *args,
+                                    size_t args_size);
+/* Whether `op` with these arguments would run on the context's backend:
+ * GLLMK_OK, GLLMK_ERR_UNSUPPORTED with the backend's reason in
+ * gllmk_last_error(), or the validation error the call would return. Runs
+ * and writes nothing. */
+GLLMK_API gllmk_status gllmk_op_supported(gllmk_context *context, gllmk_op op,
+                                          const void *args, size_t args_size);
+
+#define GLLMK_OP(name)                                                              \
+  static inline gllmk_status gllmk_##name(gllmk_context *context,                   \
+                                          const gllmk_##name##_args *args) {        \
+    return gllmk_op_run(context, GLLMK_OP_##name, args, sizeof *args);             \
+  }
 #include "gllmk_ops.def"
+
+/* ------------------------------------------------------------- recordings
+ *
+ * gllmk_recording_begin(ctx) starts recording: from then until
+ * gllmk_recording_end, op calls on the context are validated and recorded,
+ * not run (buffer transfers and synchronize still run at once). Replay runs
+ * the recorded calls in order on the same tensors, reading whatever the
+ * buffers hold then; a backend may compile the recording into a native form
+ * (cuda: a CUDA graph, vulkan: a reused command buffer), otherwise the core
+ * replays it call by call. Replay fails with GLLMK_ERR_INVALID_ARGUMENT,
+ * running nothing, if a buffer it uses was freed. */
+GLLMK_API gllmk_status gllmk_recording_begin(gllmk_context *context);
+/* Ends the recording (an empty one is allowed). */
+GLLMK_API gllmk_status gllmk_recording_end(gllmk_context *context,
+                                           gllmk_recording **out_recording);
+/* Enqueues the recorded calls, like calling them again. */
+GLLMK_API gllmk_status gllmk_recording_replay(gllmk_recording *recording);
+/* Number of recorded calls (0 for an invalid handle). */
+GLLMK_API uint32_t gllmk_recording_size(const gllmk_recording *recording);
+/* 1 if the backend compiled it into a native form, else 0. */
+GLLMK_API int gllmk_recording_is_native(const gllmk_recording *recording);
+/* NULL is ignored. */
+GLLMK_API void gllmk_recording_free(gllmk_recording *recording);
+
+/* ------------------------------------------------------------- timing
+ *
+ * With a timing callback set, each op the context runs (also in replays) is
+ * timed on the device, and at the next gllmk_synchronize (or buffer read)
+ * the callback receives one record per op, in order. */
+typedef struct gllmk_op_timing {
+  gllmk_op op;
+  /* The call's arguments as validated (tensor pointers valid only during
+   * the callback); args_size is sizeof the op's argument struct. */
+  const void *args;
+  size_t args_size;
+  uint64_t start_ns, end_ns; /* on one clock per context: the device's, or
+                                CLOCK_MONOTONIC when host_timed; only
+                                differences and order mean something */
+  uint32_t host_timed;       /* 1 if the backend has no device timestamps and
+                                the core timed the op on the host, syncing
+                                around it */
+} gllmk_op_timing;
+/* The callback runs inside gllmk_synchronize (or the read) on the calling
+ * thread, and must not call gllmk functions on the same context. */
+typedef void (*gllmk_timing_callback)(void *user_data, const gllmk_op_timing *timing);
+/* NULL callback turns timing off. */
+GLLMK_API gllmk_status gllmk_context_set_timing(gllmk_context *context,
+                                                gllmk_timing_callback callback,
+                                                void *user_data);
 
 #ifdef __cplusplus
 }

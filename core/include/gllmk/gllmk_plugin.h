@@ -12,9 +12,12 @@
  * views inside their buffers, no forbidden overlap.
  *
  * Versioning: abi_version = (major << 16) | minor. The core rejects a plugin
- * of another major version or with struct_size below what it needs; ops
- * added in a later minor version sit past an older plugin's struct_size and
- * count as unsupported.
+ * of another major version, of a newer minor than its own, or with a
+ * struct_size below what its major version needs. Within a major version the
+ * descriptor, the op table and the argument structs only grow at their ends:
+ * a slot past an older plugin's struct_size (or ops_size) counts as absent,
+ * and a field added to an argument struct in minor m is left at its default
+ * (zero) when the plugin's minor is below m (docs/plugin-abi.md lists them).
  */
 #ifndef GLLMK_GLLMK_PLUGIN_H_
 #define GLLMK_GLLMK_PLUGIN_H_
@@ -25,8 +28,8 @@
 extern "C" {
 #endif
 
-#define GLLMK_PLUGIN_ABI_MAJOR 1
-#define GLLMK_PLUGIN_ABI_MINOR 0
+#define GLLMK_PLUGIN_ABI_MAJOR 2
+#define GLLMK_PLUGIN_ABI_MINOR 1
 #define GLLMK_PLUGIN_ABI_VERSION ((GLLMK_PLUGIN_ABI_MAJOR << 16) | GLLMK_PLUGIN_ABI_MINOR)
 #define GLLMK_PLUGIN_ENTRY_SYMBOL "gllmk_plugin_entry"
 
@@ -35,8 +38,13 @@ typedef struct gllmk_plugin_device gllmk_plugin_device;
 /* A plugin's allocation. */
 typedef struct gllmk_plugin_memory gllmk_plugin_memory;
 
-/* Every core buffer begins with this; a plugin reads its own allocation from
- * a tensor with gllmk_plugin_tensor_memory(). */
+/* A plugin's native recording (a CUDA graph, a reused command buffer). */
+typedef struct gllmk_plugin_recording gllmk_plugin_recording;
+
+/* The tensors a plugin receives are the core's resolved copies: their
+ * `buffer` field points at the core's buffer record, which begins with this
+ * struct (the caller's handle never reaches a plugin). A plugin reads its own
+ * allocation from a tensor with gllmk_plugin_tensor_memory(). */
 typedef struct gllmk_plugin_buffer {
   gllmk_plugin_memory *memory;
   uint64_t size;
@@ -57,11 +65,18 @@ typedef struct gllmk_plugin_host {
 } gllmk_plugin_host;
 
 typedef struct gllmk_plugin_open_options {
+  uint32_t struct_size; /* sizeof as the core was built; fields past it are 0 */
   uint32_t device_index;
   uint32_t num_threads; /* 0 = the plugin's choice (all cores) */
+  /* ABI 2.0: the caller's queue (a CUstream for cuda), or NULL for the
+   * plugin's own. A plugin that cannot run on a caller's queue fails open()
+   * with GLLMK_ERR_UNSUPPORTED and a reason. */
+  void *queue;
 } gllmk_plugin_open_options;
 
-/* One slot per op, in gllmk_ops.def order; NULL = unsupported. */
+/* One slot per op, in gllmk_ops.def order; NULL = unsupported. The table
+ * grows at its end (new ops); gllmk_plugin.ops_size says how far a plugin's
+ * reaches. */
 typedef struct gllmk_plugin_ops {
 #define GLLMK_OP(name) \
   gllmk_status (*name)(gllmk_plugin_device *device, const gllmk_##name##_args *args);
@@ -78,7 +93,9 @@ typedef struct gllmk_plugin {
   /* Called once after loading, before anything else; the host table stays
    * valid while the plugin is loaded. Counts usable devices; with none, it
    * returns GLLMK_OK with *out_count = 0 and writes the reason (for example
-   * "libcuda.so.1: cannot open shared object file") into `reason`. */
+   * "libcuda.so.1: cannot open shared object file") into `reason`. May be
+   * called again by a later scan, also while other threads run contexts of
+   * this plugin: it must not rewrite state those contexts read. */
   gllmk_status (*probe)(const gllmk_plugin_host *host, uint32_t *out_count,
                         char *reason, size_t reason_size);
   gllmk_status (*device_info)(uint32_t index, gllmk_device_info *out_info);
@@ -98,6 +115,7 @@ typedef struct gllmk_plugin {
    * `src` may be reused; read waits for queued work. */
   gllmk_status (*mem_alloc)(gllmk_plugin_device *device, uint64_t size,
                             gllmk_plugin_memory **out_memory);
+  /* Frees an allocation; for imported memory, forgets it (the caller owns it). */
   void (*mem_free)(gllmk_plugin_device *device, gllmk_plugin_memory *memory);
   gllmk_status (*mem_write)(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
                             uint64_t offset, const void *src, uint64_t size);
@@ -109,7 +127,45 @@ typedef struct gllmk_plugin {
   gllmk_status (*mem_fill)(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
                            uint64_t offset, uint64_t size, uint8_t value);
 
-  gllmk_plugin_ops ops;
+  /* The op table and how many bytes of it the plugin was built with. */
+  const gllmk_plugin_ops *ops;
+  uint32_t ops_size;
+
+  /* ---- Optional (NULL = not offered). ---- */
+
+  /* Can this device run `op` with these (already validated) arguments? GLLMK_OK,
+   * or GLLMK_ERR_UNSUPPORTED with the reason set through host->fail. The core
+   * asks before every call (and gllmk_op_supported() asks it directly), so an
+   * op function never has to refuse a case it declared here. */
+  gllmk_status (*supports)(gllmk_plugin_device *device, gllmk_op op, const void *args);
+
+  /* Wraps caller-owned memory (gllmk_memory_kind; `address` is a host pointer
+   * or a device address) without copying. mem_free later forgets it. */
+  gllmk_status (*mem_import)(gllmk_plugin_device *device, uint32_t kind, uint64_t address,
+                             uint64_t size, gllmk_plugin_memory **out_memory);
+  /* Where an allocation lives, for DLPack export: a gllmk_memory_kind and
+   * the address of its first byte. */
+  gllmk_status (*mem_address)(gllmk_plugin_device *device, gllmk_plugin_memory *memory,
+                              uint32_t *out_kind, uint64_t *out_address);
+
+  /* Native recordings. Between record_begin and record_end the core calls op
+   * functions, which must capture their work instead of running it; record_end
+   * returns the compiled form (or an error, after which the core forgets the
+   * capture and replays call by call). record_replay enqueues it as the calls
+   * would have been; buffers are the same as when it was recorded. */
+  gllmk_status (*record_begin)(gllmk_plugin_device *device);
+  gllmk_status (*record_end)(gllmk_plugin_device *device,
+                             gllmk_plugin_recording **out_recording);
+  gllmk_status (*record_replay)(gllmk_plugin_device *device,
+                                gllmk_plugin_recording *recording);
+  void (*record_free)(gllmk_plugin_device *device, gllmk_plugin_recording *recording);
+
+  /* Device timestamps. `mark` enqueues a timestamp and gives its id (ids
+   * count from 0 after each marks_read). marks_read waits for the queue and
+   * returns the times of the first `count` marks since the last read, in
+   * nanoseconds on one device clock, then forgets all marks. */
+  gllmk_status (*mark)(gllmk_plugin_device *device, uint32_t *out_id);
+  gllmk_status (*marks_read)(gllmk_plugin_device *device, uint32_t count, uint64_t *out_ns);
 } gllmk_plugin;
 
 typedef const gllmk_plugin *(*gllmk_plugin_entry_fn)(void);

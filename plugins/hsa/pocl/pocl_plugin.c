@@ -242,6 +242,11 @@ gllmk_status gk_backend_launch(gllmk_plugin_device *d, const gk_launch *launch) 
   return GLLMK_OK;
 }
 
+static const gllmk_plugin_ops gk_ops = {
+#define GLLMK_OP(name) .name = gk_##name,
+#include "gllmk/gllmk_ops.def"
+};
+
 static const gllmk_plugin pocl_plugin = {
     .struct_size = sizeof(gllmk_plugin),
     .abi_version = GLLMK_PLUGIN_ABI_VERSION,
@@ -260,10 +265,8 @@ static const gllmk_plugin pocl_plugin = {
     .mem_read = pocl_mem_read,
     .mem_copy = gk_mem_copy,
     .mem_fill = gk_mem_fill,
-    .ops = {
-#define GLLMK_OP(name) .name = gk_##name,
-#include "gllmk/gllmk_ops.def"
-    },
+    .ops = &gk_ops,
+    .ops_size = sizeof gk_ops,
 };
 
 GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void) { return &pocl_plugin; }
