@@ -75,6 +75,7 @@ static gllmk_status open_context(const char *fn, core_plugin_slot *slot,
                      open_options.device_index, why);
   }
   context->plugin = slot->plugin;
+  context->device_index = open_options.device_index;
   context->info = slot->devices[open_options.device_index];
   core_format(context->backend, sizeof context->backend, "%s", slot->record.name);
   *out = context;

@@ -130,6 +130,7 @@ struct core_context {
   void *dl_handle; /* keeps the plugin loaded */
   const gllmk_plugin *plugin;
   gllmk_plugin_device *device;
+  uint32_t device_index; /* within the plugin */
   gllmk_device_info info;
   char backend[64];
   core_buffer *buffers;

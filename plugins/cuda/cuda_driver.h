@@ -18,6 +18,8 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
 
 typedef struct CUuuid {
   unsigned char bytes[16];
@@ -41,6 +43,18 @@ enum {
 /* cuFuncSetAttribute */
 enum {
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+};
+
+/* cuStreamBeginCapture: other threads' unsafe calls do not invalidate it. */
+enum {
+  CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+};
+
+/* cuPointerGetAttribute */
+enum {
+  CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+  CU_MEMORYTYPE_DEVICE = 2,
 };
 
 enum {

@@ -2,9 +2,10 @@
  * cuda_internal.h - shared declarations of the cuda plugin.
  *
  * The plugin talks to libcuda.so.1 only, through the function table `cu`
- * filled at probe time. A gllmk_plugin_memory* is the CUdeviceptr of the
- * allocation itself. Each context (open) owns a stream on the device's
- * primary context, the kernel module loaded from the embedded fatbin, and a
+ * filled at probe time. A gllmk_plugin_memory holds a device address, of an
+ * allocation of the plugin's or of the caller's (gllmk_buffer_wrap). Each
+ * context (open) owns a stream on the device's primary context (or runs on
+ * the caller's), the kernel module loaded from the embedded fatbin, and a
  * word of host-mapped memory where kernels flag out-of-range device data.
  */
 #ifndef GLLMK_CUDA_INTERNAL_H_
@@ -33,10 +34,17 @@ enum cuda_kernel_id {
 
 #define CUDA_STAGING_BYTES (4u << 20)
 
+struct gllmk_plugin_memory {
+  CUdeviceptr address;
+  int owned; /* 0: the caller's memory, never freed here */
+};
+
 struct gllmk_plugin_device {
   CUdevice device;
+  int ordinal;
   CUcontext context; /* the device's primary context (retained) */
   CUstream stream;
+  int owns_stream;   /* 0: the caller's stream (gllmk_context_options.queue) */
   CUmodule module;
   CUfunction kernels[CK_COUNT];
   int sm;              /* compute capability, 10 * major + minor */
@@ -52,9 +60,20 @@ struct gllmk_plugin_device {
   unsigned char *staging[2];
   CUevent staging_done[2];
   int staging_next;
-  /* Split-K partial results of attention, grown on demand. */
+  /* Split-K partial results of attention, grown on demand. A CUDA graph
+   * keeps the address it captured, so while recordings live an outgrown
+   * scratch is retired (freed at close), not freed. */
   CUdeviceptr scratch;
   size_t scratch_size;
+  CUdeviceptr retired[8];
+  int retired_count;
+  int capturing;  /* between record_begin and record_end */
+  int recordings; /* live native recordings */
+  /* Timestamps (gllmk_context_set_timing): one event per mark since the
+   * last read, and the host time of the first. */
+  CUevent *marks;
+  uint32_t mark_count, mark_capacity;
+  uint64_t first_mark_host_ns;
 };
 
 /* Dynamic shared memory a softmax_stash block uses at most: all a block may
@@ -77,14 +96,28 @@ gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, u
 /* A device buffer of at least `bytes` for temporary results of queued work. */
 gllmk_status cuda_scratch(gllmk_plugin_device *dev, size_t bytes, CUdeviceptr *out);
 
-static inline CUdeviceptr cuda_memory_address(gllmk_plugin_memory *memory) {
-  return (CUdeviceptr)(uintptr_t)memory;
+static inline CUdeviceptr cuda_memory_address(const gllmk_plugin_memory *memory) {
+  return memory->address;
 }
 
 /* Device address of element [0, ..., 0]. */
 static inline CUdeviceptr cuda_tensor_address(const gllmk_tensor *t) {
   return cuda_memory_address(gllmk_plugin_tensor_memory(t)) + t->offset;
 }
+
+/* Recordings as CUDA graphs, timestamps, and memory the caller owns
+ * (cuda_graph.c); cuda_graph_close frees what they hold at close. */
+gllmk_status cuda_record_begin(gllmk_plugin_device *dev);
+gllmk_status cuda_record_end(gllmk_plugin_device *dev, gllmk_plugin_recording **out);
+gllmk_status cuda_record_replay(gllmk_plugin_device *dev, gllmk_plugin_recording *recording);
+void cuda_record_free(gllmk_plugin_device *dev, gllmk_plugin_recording *recording);
+gllmk_status cuda_mark(gllmk_plugin_device *dev, uint32_t *out_id);
+gllmk_status cuda_marks_read(gllmk_plugin_device *dev, uint32_t count, uint64_t *out_ns);
+gllmk_status cuda_mem_import(gllmk_plugin_device *dev, uint32_t kind, uint64_t address, uint64_t size,
+                             gllmk_plugin_memory **out);
+gllmk_status cuda_mem_address(gllmk_plugin_device *dev, gllmk_plugin_memory *memory, uint32_t *out_kind,
+                              uint64_t *out_address);
+void cuda_graph_close(gllmk_plugin_device *dev);
 
 /* Op entry points (cuda_ops.c). */
 #define GLLMK_OP(name) \

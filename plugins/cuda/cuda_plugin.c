@@ -204,10 +204,15 @@ gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, u
 
 gllmk_status cuda_scratch(gllmk_plugin_device *dev, size_t bytes, CUdeviceptr *out) {
   if (dev->scratch_size < bytes) {
+    if (dev->capturing)
+      return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention scratch cannot grow while recording");
+    if (dev->scratch && dev->recordings && dev->retired_count == (int)(sizeof dev->retired / sizeof dev->retired[0]))
+      return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention scratch outgrown too often while recordings live");
     /* Queued work may still read the old buffer. */
     gllmk_status status = cuda_check(cu.cuStreamSynchronize(dev->stream), "cuStreamSynchronize");
     if (status != GLLMK_OK) return status;
-    if (dev->scratch) cu.cuMemFree(dev->scratch);
+    if (dev->scratch && dev->recordings) dev->retired[dev->retired_count++] = dev->scratch;
+    else if (dev->scratch) cu.cuMemFree(dev->scratch);
     dev->scratch = 0;
     dev->scratch_size = 0;
     const size_t size = bytes + bytes / 2;
@@ -284,8 +289,11 @@ static gllmk_status load_kernels(gllmk_plugin_device *dev) {
   return status;
 }
 
-static gllmk_status create_resources(gllmk_plugin_device *dev) {
-  gllmk_status status = cuda_check(cu.cuStreamCreate(&dev->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+static gllmk_status create_resources(gllmk_plugin_device *dev, void *queue) {
+  gllmk_status status = GLLMK_OK;
+  dev->owns_stream = queue == NULL;
+  if (queue) dev->stream = (CUstream)queue;
+  else status = cuda_check(cu.cuStreamCreate(&dev->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   void *word = NULL;
   if (status == GLLMK_OK)
     status = cuda_check(cu.cuMemHostAlloc(&word, sizeof(uint32_t), CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc");
@@ -308,14 +316,16 @@ static gllmk_status create_resources(gllmk_plugin_device *dev) {
 /* Frees what create_resources made (any part of it). */
 static void destroy_resources(gllmk_plugin_device *dev) {
   if (dev->stream) cu.cuStreamSynchronize(dev->stream);
+  cuda_graph_close(dev);
   if (dev->module) cu.cuModuleUnload(dev->module);
   if (dev->scratch) cu.cuMemFree(dev->scratch);
+  for (int i = 0; i < dev->retired_count; i++) cu.cuMemFree(dev->retired[i]);
   for (int i = 0; i < 2; i++) {
     if (dev->staging_done[i]) cu.cuEventDestroy(dev->staging_done[i]);
     if (dev->staging[i]) cu.cuMemFreeHost(dev->staging[i]);
   }
   if (dev->error_host) cu.cuMemFreeHost((void *)dev->error_host);
-  if (dev->stream) cu.cuStreamDestroy(dev->stream);
+  if (dev->stream && dev->owns_stream) cu.cuStreamDestroy(dev->stream);
 }
 
 static int device_attribute(CUdevice device, int attribute) {
@@ -331,6 +341,7 @@ static gllmk_status cuda_open(const gllmk_plugin_open_options *options, gllmk_pl
   gllmk_plugin_device *dev = calloc(1, sizeof *dev);
   if (!dev) return cuda_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
   dev->device = driver.devices[index];
+  dev->ordinal = (int)index;
   dev->sm = driver.sm[index];
   dev->multiprocessors = device_attribute(dev->device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   dev->smem_optin = device_attribute(dev->device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
@@ -343,7 +354,8 @@ static gllmk_status cuda_open(const gllmk_plugin_open_options *options, gllmk_pl
   }
   status = cuda_enter(dev);
   if (status == GLLMK_OK) {
-    status = create_resources(dev);
+    status = create_resources(dev, options->struct_size > offsetof(gllmk_plugin_open_options, queue)
+                                       ? options->queue : NULL);
     if (status != GLLMK_OK) destroy_resources(dev);
     cuda_leave(dev);
   }
@@ -389,18 +401,27 @@ static gllmk_status cuda_synchronize(gllmk_plugin_device *dev) {
 static gllmk_status cuda_mem_alloc(gllmk_plugin_device *dev, uint64_t size, gllmk_plugin_memory **out) {
   gllmk_status status = cuda_enter(dev);
   if (status != GLLMK_OK) return status;
+  gllmk_plugin_memory *memory = malloc(sizeof *memory);
+  if (!memory) status = cuda_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
   CUdeviceptr pointer = 0;
-  status = cuda_check(cu.cuMemAlloc(&pointer, size), "cuMemAlloc");
+  if (status == GLLMK_OK) status = cuda_check(cu.cuMemAlloc(&pointer, size), "cuMemAlloc");
   cuda_leave(dev);
-  if (status == GLLMK_OK) *out = (gllmk_plugin_memory *)(uintptr_t)pointer;
-  return status;
+  if (status != GLLMK_OK) {
+    free(memory);
+    return status;
+  }
+  *memory = (gllmk_plugin_memory){.address = pointer, .owned = 1};
+  *out = memory;
+  return GLLMK_OK;
 }
 
 static void cuda_mem_free(gllmk_plugin_device *dev, gllmk_plugin_memory *memory) {
-  if (cuda_enter(dev) != GLLMK_OK) return;
-  cu.cuStreamSynchronize(dev->stream);
-  cu.cuMemFree(cuda_memory_address(memory));
-  cuda_leave(dev);
+  if (memory->owned && cuda_enter(dev) == GLLMK_OK) {
+    cu.cuStreamSynchronize(dev->stream);
+    cu.cuMemFree(cuda_memory_address(memory));
+    cuda_leave(dev);
+  }
+  free(memory);
 }
 
 /* Copies through the pinned staging halves in turn, so the call returns as
@@ -490,6 +511,14 @@ static const gllmk_plugin cuda_plugin = {
     .mem_read = cuda_mem_read,
     .mem_copy = cuda_mem_copy,
     .mem_fill = cuda_mem_fill,
+    .mem_import = cuda_mem_import,
+    .mem_address = cuda_mem_address,
+    .record_begin = cuda_record_begin,
+    .record_end = cuda_record_end,
+    .record_replay = cuda_record_replay,
+    .record_free = cuda_record_free,
+    .mark = cuda_mark,
+    .marks_read = cuda_marks_read,
     .ops = &cuda_ops,
     .ops_size = sizeof cuda_ops,
 };

@@ -256,4 +256,9 @@ void report_table_row(const bench_result *r);
 void report_table_footer(const int counts[ROW_ERROR + 1]);
 void report_json_row(const bench_result *r, const char *backend, int first);
 
+/* The recordings row (bench_recording.c): 200 small ops at decode size
+ * one by one and replayed; prints its line (or JSON object, after a comma);
+ * returns 0 when both ways gave the same bytes. */
+int bench_recording(gllmk_context *ctx, int json);
+
 #endif /* GLLMK_BENCH_H_ */

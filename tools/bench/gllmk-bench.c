@@ -220,8 +220,13 @@ static void run_rows(bench_env *env, run_state *s, progress *p) {
   }
 }
 
+/* The recordings row runs unless --filter names something else. */
+static int recording_selected(const options *o) {
+  return o->filter == NULL || strstr("recording bf16", o->filter) != NULL;
+}
+
 static int count_selected(const options *o) {
-  int total = 1; /* the copy ceiling */
+  int total = 1 + recording_selected(o); /* the copy ceiling, the recordings row */
   for (int i = 0; i < bench_case_count; i++) total += case_selected(o, &bench_cases[i]);
   return total;
 }
@@ -260,6 +265,12 @@ int main(int argc, char **argv) {
   /* Host threads matter only to the cpu backend (and its OpenBLAS peer). */
   if (!o.json) report_table_header(backend, &info, env.is_cpu || o.threads ? threads : 0, &env);
   run_rows(&env, &state, &p);
+  int recording_failed = 0;
+  if (recording_selected(&o)) {
+    progress_show(&p, "recording", "bf16");
+    recording_failed = bench_recording(env.ctx, o.json);
+    progress_clear(&p);
+  }
   if (o.json)
     printf("\n]\n");
   else
@@ -268,5 +279,5 @@ int main(int argc, char **argv) {
   openblas_unload(env.blas);
   gllmk_context_destroy(env.ref_ctx);
   gllmk_context_destroy(env.ctx);
-  return state.counts[ROW_MISMATCH] || state.counts[ROW_ERROR] ? 1 : 0;
+  return state.counts[ROW_MISMATCH] || state.counts[ROW_ERROR] || recording_failed ? 1 : 0;
 }
