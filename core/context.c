@@ -17,9 +17,7 @@ core_buffer *core_buffer_get(const gllmk_buffer *handle) {
   return core_handle_get((uint64_t)(uintptr_t)handle, CORE_HANDLE_BUFFER);
 }
 
-/* A context argument: live, or an error naming `fn`. */
-static gllmk_status live_context(const char *fn, const gllmk_context *handle,
-                                 core_context **out) {
+gllmk_status core_context_arg(const char *fn, const gllmk_context *handle, core_context **out) {
   *out = core_context_get(handle);
   if (*out == NULL)
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: context is %s", fn,
@@ -142,7 +140,7 @@ gllmk_status core_context_synchronize(core_context *context) {
 gllmk_status gllmk_synchronize(gllmk_context *handle) {
   core_clear_error();
   core_context *context;
-  CORE_TRY(live_context("gllmk_synchronize", handle, &context));
+  CORE_TRY(core_context_arg("gllmk_synchronize", handle, &context));
   return core_context_synchronize(context);
 }
 
@@ -155,7 +153,7 @@ gllmk_status gllmk_context_device_info(const gllmk_context *handle, gllmk_device
   static const char fn[] = "gllmk_context_device_info";
   core_clear_error();
   core_context *context;
-  CORE_TRY(live_context(fn, handle, &context));
+  CORE_TRY(core_context_arg(fn, handle, &context));
   if (out_info == NULL) return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: out_info is NULL", fn);
   *out_info = context->info;
   return GLLMK_OK;
@@ -197,7 +195,7 @@ gllmk_status gllmk_buffer_alloc(gllmk_context *handle, uint64_t size, gllmk_buff
   static const char fn[] = "gllmk_buffer_alloc";
   core_clear_error();
   core_context *context;
-  CORE_TRY(live_context(fn, handle, &context));
+  CORE_TRY(core_context_arg(fn, handle, &context));
   if (out_buffer == NULL) return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: out_buffer is NULL", fn);
   CORE_TRY(check_size(fn, size));
   gllmk_plugin_memory *memory;
@@ -215,7 +213,7 @@ gllmk_status gllmk_buffer_wrap(gllmk_context *handle, const gllmk_external_memor
   static const char fn[] = "gllmk_buffer_wrap";
   core_clear_error();
   core_context *context;
-  CORE_TRY(live_context(fn, handle, &context));
+  CORE_TRY(core_context_arg(fn, handle, &context));
   if (memory == NULL || out_buffer == NULL)
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn,
                      memory ? "out_buffer" : "memory");

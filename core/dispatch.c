@@ -185,17 +185,6 @@ gllmk_status core_call_run(const char *fn, core_context *context, const core_cal
   return status;
 }
 
-static gllmk_status checked_op(const char *fn, core_context **out_context,
-                               const gllmk_context *handle, gllmk_op op) {
-  *out_context = core_context_get(handle);
-  if (*out_context == NULL)
-    return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: context is %s", fn,
-                     handle ? "not a live gllmk context (destroyed?)" : "NULL");
-  if ((unsigned)op >= GLLMK_OP_COUNT)
-    return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: op=%d is not a gllmk_op", fn, (int)op);
-  return GLLMK_OK;
-}
-
 /* Appends a validated call to the recording in progress. */
 static gllmk_status record_call(const char *fn, core_recording *recording, const core_call *call) {
   if (recording->count == recording->capacity) {
@@ -209,32 +198,36 @@ static gllmk_status record_call(const char *fn, core_recording *recording, const
   return GLLMK_OK;
 }
 
+/* Everything before running: the context, the struct at the caller's size,
+ * validation, the plugin's capability answer. */
+static gllmk_status checked_call(const char *fn, const gllmk_context *handle, gllmk_op op,
+                                 const void *args, size_t args_size, core_context **out_context,
+                                 core_call *call) {
+  CORE_TRY(core_context_arg(fn, handle, out_context));
+  if ((unsigned)op >= GLLMK_OP_COUNT)
+    return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: op=%d is not a gllmk_op", fn, (int)op);
+  fn = op_fn(op);
+  CORE_TRY(prepare_call(fn, *out_context, op, args, args_size, call));
+  gllmk_tensor tensors[CORE_MAX_OP_TENSORS];
+  core_args resolved;
+  CORE_TRY(resolved_args(fn, *out_context, call, tensors, &resolved));
+  return plugin_supports(fn, *out_context, op, &resolved);
+}
+
 gllmk_status gllmk_op_run(gllmk_context *handle, gllmk_op op, const void *args, size_t args_size) {
   core_clear_error();
   core_context *context;
-  CORE_TRY(checked_op((unsigned)op < GLLMK_OP_COUNT ? op_fn(op) : "gllmk_op_run", &context,
-                      handle, op));
-  const char *fn = op_fn(op);
   core_call call;
-  CORE_TRY(prepare_call(fn, context, op, args, args_size, &call));
-  gllmk_tensor tensors[CORE_MAX_OP_TENSORS];
-  core_args resolved;
-  CORE_TRY(resolved_args(fn, context, &call, tensors, &resolved));
-  CORE_TRY(plugin_supports(fn, context, op, &resolved));
-  if (context->recording) return record_call(fn, context->recording, &call);
-  return core_call_run(fn, context, &call);
+  CORE_TRY(checked_call((unsigned)op < GLLMK_OP_COUNT ? op_fn(op) : "gllmk_op_run", handle, op,
+                        args, args_size, &context, &call));
+  if (context->recording) return record_call(op_fn(op), context->recording, &call);
+  return core_call_run(op_fn(op), context, &call);
 }
 
 gllmk_status gllmk_op_supported(gllmk_context *handle, gllmk_op op, const void *args,
                                 size_t args_size) {
   core_clear_error();
   core_context *context;
-  CORE_TRY(checked_op("gllmk_op_supported", &context, handle, op));
-  const char *fn = op_fn(op);
   core_call call;
-  CORE_TRY(prepare_call(fn, context, op, args, args_size, &call));
-  gllmk_tensor tensors[CORE_MAX_OP_TENSORS];
-  core_args resolved;
-  CORE_TRY(resolved_args(fn, context, &call, tensors, &resolved));
-  return plugin_supports(fn, context, op, &resolved);
+  return checked_call("gllmk_op_supported", handle, op, args, args_size, &context, &call);
 }

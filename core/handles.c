@@ -14,8 +14,9 @@
  * read through a freed pointer, and no compiler can drop the check (a
  * `magic = 0` store before free() can be, and was).
  *
- * Slots live in chunks that never move while the library is loaded, so
- * lookups take no lock; allocation and release take one mutex. Freed slots
+ * Slots live in chunks that never move and are never freed (a process that
+ * exits with a context open still reaches it through them), so lookups take
+ * no lock; allocation and release take one mutex. Freed slots
  * queue at the tail of a FIFO, so one slot comes back only after every other
  * free slot: a stale handle meets its old slot's generation again only after
  * 2^31 reuses of that slot.
@@ -121,9 +122,4 @@ void core_handle_release(uint64_t handle, core_handle_kind kind) {
     free_tail = index + 1;
   }
   pthread_mutex_unlock(&table_mutex);
-}
-
-/* The table's chunks go when the library is unloaded (valgrind, dlclose). */
-__attribute__((destructor)) static void free_handle_table(void) {
-  for (uint32_t i = 0; i < MAX_CHUNKS; i++) free(atomic_load(&chunks[i]));
 }

@@ -154,6 +154,8 @@ struct core_recording {
 };
 
 core_context *core_context_get(const gllmk_context *handle);
+/* A context argument of `fn`: live, or GLLMK_ERR_INVALID_ARGUMENT naming it. */
+gllmk_status core_context_arg(const char *fn, const gllmk_context *handle, core_context **out);
 core_buffer *core_buffer_get(const gllmk_buffer *handle);
 
 /* Waits for the context's queue, returns any device error, then hands the

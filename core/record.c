@@ -19,10 +19,8 @@ static core_recording *recording_get(const gllmk_recording *handle) {
 gllmk_status gllmk_recording_begin(gllmk_context *handle) {
   static const char fn[] = "gllmk_recording_begin";
   core_clear_error();
-  core_context *context = core_context_get(handle);
-  if (context == NULL)
-    return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: context is %s", fn,
-                     handle ? "not a live gllmk context" : "NULL");
+  core_context *context;
+  CORE_TRY(core_context_arg(fn, handle, &context));
   if (context->recording)
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: the context is already recording", fn);
   core_recording *recording = calloc(1, sizeof *recording);
@@ -61,10 +59,8 @@ static void compile_native(core_recording *recording) {
 gllmk_status gllmk_recording_end(gllmk_context *handle, gllmk_recording **out_recording) {
   static const char fn[] = "gllmk_recording_end";
   core_clear_error();
-  core_context *context = core_context_get(handle);
-  if (context == NULL)
-    return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: context is %s", fn,
-                     handle ? "not a live gllmk context" : "NULL");
+  core_context *context;
+  CORE_TRY(core_context_arg(fn, handle, &context));
   if (out_recording == NULL)
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: out_recording is NULL", fn);
   core_recording *recording = context->recording;

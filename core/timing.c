@@ -23,10 +23,8 @@ gllmk_status gllmk_context_set_timing(gllmk_context *handle, gllmk_timing_callba
                                       void *user_data) {
   static const char fn[] = "gllmk_context_set_timing";
   core_clear_error();
-  core_context *context = core_context_get(handle);
-  if (context == NULL)
-    return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: context is %s", fn,
-                     handle ? "not a live gllmk context" : "NULL");
+  core_context *context;
+  CORE_TRY(core_context_arg(fn, handle, &context));
   /* Records of the previous setting go to the previous callback. */
   if (context->timed_count) CORE_TRY(core_context_synchronize(context));
   context->timing_callback = callback;

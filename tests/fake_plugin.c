@@ -7,8 +7,15 @@
  *   SOFTWARE     "fakesw": the same, but its device is a software device.
  *   NODEVICE     "fakenodev": probes fine and finds no device.
  *   WRONGABI     "fakeabi": built for the next ABI major version.
+ *   ABIV1        "fakev1": a plugin of ABI 1.0 (before recordings).
+ *   NEWERMINOR   "fakenewer": built for a minor version this core lacks.
  *   NOENTRY      exports no gllmk_plugin_entry.
  *   SMALLSTRUCT  "fakesmall": a descriptor with a too-small struct_size.
+ *
+ * Every variant that loads runs one op, fill, on f32 and i32 only, declares
+ * that limit through supports(), and compiles recordings into a native form
+ * of its own (the captured fills), so the core's ABI v2 paths for those run
+ * in `make check` without a GPU. It has no timestamps: timing is host-timed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +43,14 @@
 #define FAKE_NAME "fakeabi"
 #undef FAKE_ABI
 #define FAKE_ABI ((GLLMK_PLUGIN_ABI_MAJOR + 1) << 16)
+#elif defined(FAKE_VARIANT_ABIV1)
+#define FAKE_NAME "fakev1"
+#undef FAKE_ABI
+#define FAKE_ABI (1u << 16)
+#elif defined(FAKE_VARIANT_NEWERMINOR)
+#define FAKE_NAME "fakenewer"
+#undef FAKE_ABI
+#define FAKE_ABI (GLLMK_PLUGIN_ABI_VERSION + 1)
 #elif defined(FAKE_VARIANT_NOENTRY)
 #define FAKE_NAME "fakenoentry"
 #elif defined(FAKE_VARIANT_SMALLSTRUCT)
@@ -48,8 +63,18 @@
 
 static const gllmk_plugin_host *host;
 
+#define FAKE_MAX_CAPTURED 64
+
+/* A native recording: the fill calls captured between record_begin/end. */
+struct gllmk_plugin_recording {
+  int count;
+  gllmk_fill_args calls[FAKE_MAX_CAPTURED];
+  gllmk_tensor outs[FAKE_MAX_CAPTURED];
+};
+
 struct gllmk_plugin_device {
   int open;
+  gllmk_plugin_recording *capture; /* non-NULL while recording */
 };
 
 static gllmk_status fake_probe(const gllmk_plugin_host *h, uint32_t *out_count, char *reason,
@@ -86,7 +111,10 @@ static gllmk_status fake_open(const gllmk_plugin_open_options *options,
   return GLLMK_OK;
 }
 
-static void fake_close(gllmk_plugin_device *device) { free(device); }
+static void fake_close(gllmk_plugin_device *device) {
+  free(device->capture);
+  free(device);
+}
 
 static gllmk_status fake_synchronize(gllmk_plugin_device *device) {
   (void)device;
@@ -137,12 +165,28 @@ static gllmk_status fake_fill_bytes(gllmk_plugin_device *device, gllmk_plugin_me
   return GLLMK_OK;
 }
 
-/* f32 and i32 only: enough for the tests that run an op on a fake. */
-static gllmk_status fake_fill(gllmk_plugin_device *device, const gllmk_fill_args *args) {
+static gllmk_status fake_supports(gllmk_plugin_device *device, gllmk_op op, const void *args) {
   (void)device;
+  const gllmk_fill_args *fill = args;
+  if (op == GLLMK_OP_fill && fill->out->dtype != GLLMK_F32 && fill->out->dtype != GLLMK_I32)
+    return host->fail(GLLMK_ERR_UNSUPPORTED, "the fake plugin fills f32 and i32 only");
+  return GLLMK_OK;
+}
+
+/* f32 and i32 only (declared in fake_supports): enough for the tests that
+ * run an op on a fake. */
+static gllmk_status fake_fill(gllmk_plugin_device *device, const gllmk_fill_args *args) {
+  gllmk_plugin_recording *capture = device->capture;
+  if (capture) {
+    if (capture->count == FAKE_MAX_CAPTURED)
+      return host->fail(GLLMK_ERR_UNSUPPORTED, "fake: recording is full");
+    capture->outs[capture->count] = *args->out;
+    capture->calls[capture->count] = *args;
+    capture->calls[capture->count].out = &capture->outs[capture->count];
+    capture->count++;
+    return GLLMK_OK;
+  }
   const gllmk_tensor *out = args->out;
-  if (out->dtype != GLLMK_F32 && out->dtype != GLLMK_I32)
-    return host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_fill: the fake plugin fills f32 and i32 only");
   gllmk_plugin_rows rows = gllmk_plugin_as_rows(out);
   char *base = (char *)gllmk_plugin_tensor_memory(out) + out->offset;
   for (int64_t r = 0; r < rows.rows; r++)
@@ -156,6 +200,31 @@ static gllmk_status fake_fill(gllmk_plugin_device *device, const gllmk_fill_args
       }
     }
   return GLLMK_OK;
+}
+
+static gllmk_status fake_record_begin(gllmk_plugin_device *device) {
+  device->capture = calloc(1, sizeof *device->capture);
+  return device->capture ? GLLMK_OK : host->fail(GLLMK_ERR_OUT_OF_MEMORY, "fake: out of memory");
+}
+
+static gllmk_status fake_record_end(gllmk_plugin_device *device, gllmk_plugin_recording **out) {
+  *out = device->capture;
+  device->capture = NULL;
+  return GLLMK_OK;
+}
+
+static gllmk_status fake_record_replay(gllmk_plugin_device *device,
+                                       gllmk_plugin_recording *recording) {
+  for (int i = 0; i < recording->count; i++) {
+    gllmk_status status = fake_fill(device, &recording->calls[i]);
+    if (status != GLLMK_OK) return status;
+  }
+  return GLLMK_OK;
+}
+
+static void fake_record_free(gllmk_plugin_device *device, gllmk_plugin_recording *recording) {
+  (void)device;
+  free(recording);
 }
 
 static const gllmk_plugin_ops fake_ops = {.fill = fake_fill};
@@ -179,6 +248,11 @@ static const gllmk_plugin fake_plugin = {
     .mem_fill = fake_fill_bytes,
     .ops = &fake_ops,
     .ops_size = sizeof fake_ops,
+    .supports = fake_supports,
+    .record_begin = fake_record_begin,
+    .record_end = fake_record_end,
+    .record_replay = fake_record_replay,
+    .record_free = fake_record_free,
 };
 
 #ifdef FAKE_VARIANT_NOENTRY

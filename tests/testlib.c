@@ -28,10 +28,12 @@ void test_parse_args(int argc, char **argv) {
       test_opts.skip_software = 1;
     } else if (strcmp(argv[i], "--plugin-dir") == 0 && i + 1 < argc) {
       test_opts.plugin_dir = argv[++i];
+    } else if (strcmp(argv[i], "--record") == 0) {
+      test_opts.record = 1;
     } else {
       fprintf(stderr,
               "usage: %s [--quick] [--seed N] [--backend NAME] [--skip-software] "
-              "[--plugin-dir DIR]\n", argv[0]);
+              "[--plugin-dir DIR] [--record]\n", argv[0]);
       exit(2);
     }
   }

@@ -20,12 +20,13 @@ typedef struct test_options {
   const char *backend; /* --backend NAME: test only this plugin (conformance) */
   int skip_software;   /* --skip-software: leave emulated devices out (conformance) */
   const char *plugin_dir; /* --plugin-dir DIR: plugins from DIR (conformance) */
+  int record;          /* --record: run each op by replaying a recording of it */
 } test_options;
 
 extern test_options test_opts;
 
-/* Parses --quick, --seed N, --backend NAME, --skip-software and
- * --plugin-dir DIR; exits with a usage message on anything else. */
+/* Parses --quick, --seed N, --backend NAME, --skip-software, --plugin-dir
+ * DIR and --record; exits with a usage message on anything else. */
 void test_parse_args(int argc, char **argv);
 
 /* Runs the suite (Check prints its summary line); returns the exit status. */

@@ -2,8 +2,11 @@
 # device-check.sh - the whole check of the cuda backend on a machine with an
 # NVIDIA GPU, in one command:
 #   1. build everything (make -j16, plus the test programs);
-#   2. the conformance suite on cuda;
-#   3. the conformance suite again (quick sizes) under compute-sanitizer
+#   2. the conformance suite on cuda, directly and with every op replayed
+#      from a recording (CUDA graphs);
+#   3. ABI v2 interop against PyTorch (tests/device/cuda_interop.py: its
+#      stream, its memory wrapped and through DLPack, a CUDA graph, timing);
+#      the conformance suite again (quick sizes) under compute-sanitizer
 #      memcheck and racecheck;
 #   4. gllmk-bench --backend cuda (JSON);
 #   5. tools/bench/torch_peer.py: the same rows in PyTorch, and the issue's
@@ -18,7 +21,8 @@
 # Check unit-test library, and no network. Where Check is missing, the script
 # unpacks Debian's packages from .devdeps/ (make them on a Debian machine,
 # once: mkdir .devdeps && cd .devdeps && apt-get download check libsubunit0
-# libsubunit-dev libvulkan-dev) into a private prefix; nothing is installed
+# libsubunit-dev libvulkan-dev libdlpack-dev) into a private prefix, and
+# DLPack's header from there when /usr/include lacks it; nothing is installed
 # system-wide. For the vulkan steps also carry .gl/ with Debian's libvulkan1
 # and libglvnd packages (the device README's recipe), all unpacked into /:
 # NVIDIA's Vulkan driver is libGLX_nvidia.so.0, which needs libglvnd, and on
@@ -65,13 +69,16 @@ step() {
   printf '%-34s %-18s %4ss  %s\n' "$name" "$result" "$elapsed" "$log" | tee -a "$summary"
 }
 
-# Check from .devdeps when the system lacks it.
-if ! pkg-config --exists check 2>/dev/null && ls .devdeps/*.deb >/dev/null 2>&1; then
+# Check and DLPack's header from .devdeps when the system lacks them.
+if ls .devdeps/*.deb >/dev/null 2>&1; then
   prefix=/tmp/gllmk-devdeps
   for deb in .devdeps/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
-  export PKG_CONFIG_SYSROOT_DIR=$prefix
-  export PKG_CONFIG_PATH=$prefix/usr/lib/x86_64-linux-gnu/pkgconfig
-  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  [ -e /usr/include/dlpack/dlpack.h ] || export CFLAGS="${CFLAGS:-} -isystem $prefix/usr/include"
+  if ! pkg-config --exists check 2>/dev/null; then
+    export PKG_CONFIG_SYSROOT_DIR=$prefix
+    export PKG_CONFIG_PATH=$prefix/usr/lib/x86_64-linux-gnu/pkgconfig
+    export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
 fi
 
 # -o: the dependency installers need a network; what is missing shows in the
@@ -93,6 +100,7 @@ if wants cuda; then
   # test by default).
   export CK_RUN_CASE=cuda CK_FORK=no
   step "conformance (cuda)" "$out/conformance.log" build/tests/conformance $quick
+  step "conformance --record (cuda)" "$out/conformance-record.log" build/tests/conformance --record $quick
   step "conformance under memcheck" "$out/memcheck.log" \
     compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 build/tests/conformance --quick
   step "conformance under racecheck" "$out/racecheck.log" \
@@ -102,6 +110,10 @@ if wants cuda; then
 
   # One gllmk-bench run serves the PyTorch table here and, kept in build/
   # (which survives between calls on one machine), the vulkan / cuda table.
+  step "cuda interop with PyTorch" "$out/cuda-interop.txt" \
+    env PYTHONUNBUFFERED=1 python3 tests/device/cuda_interop.py build/lib
+  step "gllmk-bench recordings row" "$out/bench-recording.txt" \
+    build/bin/gllmk-bench --backend cuda --filter recording
   step "gllmk-bench --backend cuda" "$cuda_bench" sh -c "$bench_json" _ cuda $quick
   cp "$cuda_bench" build/device-check-bench-cuda.json
   step "torch_peer.py" "$out/torch_peer.txt" \
@@ -127,7 +139,9 @@ if wants vulkan; then
   if [ build/device-check-bench-cuda.json -nt build/lib/gllmk/gllmk-cuda.so ]; then
     cp build/device-check-bench-cuda.json "$cuda_bench"
   else
-    step "gllmk-bench --backend cuda" "$cuda_bench" sh -c "$bench_json" _ cuda $quick
+    step "gllmk-bench recordings row" "$out/bench-recording.txt" \
+    build/bin/gllmk-bench --backend cuda --filter recording
+  step "gllmk-bench --backend cuda" "$cuda_bench" sh -c "$bench_json" _ cuda $quick
   fi
   step "vulkan / cuda per op" "$out/vulkan-vs-cuda.txt" \
     python3 tools/bench/compare_backends.py "$out/bench-vulkan.json" "$cuda_bench"
