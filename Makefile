@@ -56,9 +56,11 @@ all:: core plugins tools
 .PHONY: core
 core: $(B)/lib/$(CORE_SONAME) $(B)/lib/libgllmk.so $(B)/gllmk.pc
 
+# -MD, not -MMD: the .d files list system headers too, which
+# tools/check-header-packages.sh maps to the Debian packages they come from.
 $(B)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -MD -MP -c $< -o $@
 
 $(B)/obj/core/%.o: ALL_CFLAGS += -DGLLMK_BUILDING_CORE
 
