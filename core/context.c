@@ -127,12 +127,24 @@ void gllmk_context_destroy(gllmk_context *handle) {
   free(context);
 }
 
-gllmk_status core_context_synchronize(core_context *context) {
+void core_context_wait(core_context *context) {
   gllmk_status status = context->plugin->synchronize(context->device);
-  if (status == GLLMK_OK && context->deferred_status != GLLMK_OK) {
-    status = core_fail(context->deferred_status, "%s", context->deferred_message);
-    context->deferred_status = GLLMK_OK;
+  if (status != GLLMK_OK && context->deferred_status == GLLMK_OK) {
+    context->deferred_status = status;
+    core_format(context->deferred_message, sizeof context->deferred_message, "%s",
+                gllmk_last_error());
   }
+}
+
+gllmk_status core_context_synchronize(core_context *context) {
+  gllmk_status deferred = context->deferred_status;
+  char message[sizeof context->deferred_message];
+  core_format(message, sizeof message, "%s", context->deferred_message);
+  context->deferred_status = GLLMK_OK;
+  /* An error kept by core_context_wait came first; a newer one waits its turn. */
+  if (deferred != GLLMK_OK) core_context_wait(context);
+  gllmk_status status = deferred != GLLMK_OK ? core_fail(deferred, "%s", message)
+                                             : context->plugin->synchronize(context->device);
   if (context->timed_count) core_timing_deliver(context);
   return status;
 }
@@ -269,7 +281,7 @@ void gllmk_buffer_free(gllmk_buffer *handle) {
   core_handle_release((uint64_t)(uintptr_t)handle, CORE_HANDLE_BUFFER);
   core_context *context = buffer->context;
   /* Queued work may still use the memory. */
-  (void)context->plugin->synchronize(context->device);
+  core_context_wait(context);
   context->plugin->mem_free(context->device, buffer->base.memory);
   if (buffer->release) buffer->release(buffer->release_data);
   if (buffer->prev) buffer->prev->next = buffer->next;

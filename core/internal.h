@@ -158,6 +158,9 @@ core_context *core_context_get(const gllmk_context *handle);
 gllmk_status core_context_arg(const char *fn, const gllmk_context *handle, core_context **out);
 core_buffer *core_buffer_get(const gllmk_buffer *handle);
 
+/* Waits for the context's queue where the caller cannot return its error
+ * (a free, host timing): a device error is kept for the next synchronize. */
+void core_context_wait(core_context *context);
 /* Waits for the context's queue, returns any device error, then hands the
  * completed timing records to the callback. */
 gllmk_status core_context_synchronize(core_context *context);

@@ -131,7 +131,7 @@ void core_recording_destroy(core_recording *recording) {
     context->recording = NULL; /* still being recorded */
   }
   if (recording->native) {
-    (void)context->plugin->synchronize(context->device); /* a replay may be in flight */
+    core_context_wait(context); /* a replay may be in flight */
     context->plugin->record_free(context->device, recording->native);
   }
   free(recording->calls);

@@ -32,16 +32,6 @@ gllmk_status gllmk_context_set_timing(gllmk_context *handle, gllmk_timing_callba
   return GLLMK_OK;
 }
 
-/* Waits for the queue while host-timing; keeps a device error for later. */
-static void host_wait(core_context *context) {
-  gllmk_status status = context->plugin->synchronize(context->device);
-  if (status != GLLMK_OK && context->deferred_status == GLLMK_OK) {
-    context->deferred_status = status;
-    core_format(context->deferred_message, sizeof context->deferred_message, "%s",
-                gllmk_last_error());
-  }
-}
-
 gllmk_status core_timing_begin(core_context *context, const core_call *call, uint32_t *out_index) {
   if (context->timed_count == context->timed_capacity) {
     uint32_t capacity = context->timed_capacity ? 2 * context->timed_capacity : 64;
@@ -58,7 +48,7 @@ gllmk_status core_timing_begin(core_context *context, const core_call *call, uin
   gllmk_status (*mark)(gllmk_plugin_device *, uint32_t *) = CORE_PLUGIN_FN(context->plugin, mark);
   if (mark == NULL || CORE_PLUGIN_FN(context->plugin, marks_read) == NULL) {
     timed->host_timed = 1;
-    host_wait(context);
+    core_context_wait(context);
     timed->begin_ns = host_ns();
   } else {
     CORE_TRY(mark(context->device, &timed->begin_mark));
@@ -70,7 +60,7 @@ gllmk_status core_timing_begin(core_context *context, const core_call *call, uin
 void core_timing_end(core_context *context, uint32_t index) {
   core_timed_call *timed = &context->timed[index];
   if (timed->host_timed) {
-    host_wait(context);
+    core_context_wait(context);
     timed->end_ns = host_ns();
   } else if (context->plugin->mark(context->device, &timed->end_mark) != GLLMK_OK) {
     timed->end_mark = timed->begin_mark; /* shown as zero length rather than lost */

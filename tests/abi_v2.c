@@ -493,6 +493,27 @@ START_TEST(a_destroyed_context_and_its_buffers_are_refused) {
 }
 END_TEST
 
+/* A free waits for the queue; a device error met there is the next
+ * synchronize's, not lost. */
+START_TEST(a_free_keeps_a_device_error_for_synchronize) {
+  gllmk_context *ctx = cpu_context();
+  gllmk_tensor table = f32_tensor(ctx, 8, NULL), out = f32_tensor(ctx, 4, NULL);
+  ck_assert_int_eq(gllmk_tensor_reshape(&table, 2, (const int64_t[]){2, 4}, &table), GLLMK_OK);
+  ck_assert_int_eq(gllmk_tensor_reshape(&out, 2, (const int64_t[]){1, 4}, &out), GLLMK_OK);
+  gllmk_buffer *ids_buffer;
+  ck_assert_int_eq(gllmk_buffer_alloc(ctx, 4, &ids_buffer), GLLMK_OK);
+  int32_t bad = 7;
+  ck_assert_int_eq(gllmk_buffer_write(ids_buffer, 0, &bad, 4), GLLMK_OK);
+  gllmk_tensor ids;
+  ck_assert_int_eq(gllmk_tensor_make(ids_buffer, 0, GLLMK_I32, 1, (const int64_t[]){1}, &ids), GLLMK_OK);
+  ck_assert_int_eq(gllmk_embedding(ctx, &(gllmk_embedding_args){&out, &table, &ids}), GLLMK_OK);
+  gllmk_buffer_free(ids_buffer);
+  ck_assert_int_eq(gllmk_synchronize(ctx), GLLMK_ERR_OUT_OF_RANGE);
+  ck_assert_int_eq(gllmk_synchronize(ctx), GLLMK_OK);
+  gllmk_context_destroy(ctx);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   test_parse_args(argc, argv);
   Suite *suite = suite_create("abi_v2");
@@ -513,6 +534,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, dlpack_import_and_export);
   tcase_add_test(tc, a_freed_buffer_is_refused_not_used);
   tcase_add_test(tc, a_destroyed_context_and_its_buffers_are_refused);
+  tcase_add_test(tc, a_free_keeps_a_device_error_for_synchronize);
   suite_add_tcase(suite, tc);
   return test_run_suite(suite);
 }
