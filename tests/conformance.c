@@ -42,6 +42,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "conformance.h"
 #include "decoder_block.h"
 #include "reference.h"
 #include "testlib.h"
@@ -52,302 +53,6 @@
 static char backend_names[MAX_BACKENDS][64];
 static bool backend_is_software[MAX_BACKENDS];
 static int backend_count;
-
-/* The running test (reset by the fixture; one test per process by default,
- * all in one process with CK_FORK=no). */
-typedef struct conf_state {
-  gllmk_context *ctx;
-  const char *backend;
-  const char *op;
-  bool quick; /* smaller sizes: --quick, or a software (emulated) device */
-  test_rng rng;
-  int failures;
-  void **allocs;
-  size_t alloc_count, alloc_capacity;
-} conf_state;
-static conf_state S;
-
-static const gllmk_dtype float_dtypes[] = {GLLMK_F32, GLLMK_F16, GLLMK_BF16};
-#define FLOAT_DTYPE_COUNT 3
-
-static void conf_fail(const char *format, ...) __attribute__((format(printf, 1, 2)));
-static void conf_fail(const char *format, ...) {
-  char message[1536];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof message, format, args);
-  va_end(args);
-  fprintf(stderr, "FAIL %s/%s: %s (seed %llu)\n", S.backend, S.op, message,
-          (unsigned long long)test_opts.seed);
-  S.failures++;
-}
-
-/* Setup steps that must work for the test to mean anything. */
-static void must(gllmk_status status, const char *what) {
-  if (status != GLLMK_OK)
-    ck_abort_msg("%s/%s: %s failed: %s: %s (seed %llu)", S.backend, S.op, what,
-                 gllmk_status_string(status), gllmk_last_error(),
-                 (unsigned long long)test_opts.seed);
-}
-
-/* Zeroed host memory, freed by the fixture's teardown. */
-static void *host_alloc(size_t bytes) {
-  if (S.alloc_count == S.alloc_capacity) {
-    size_t capacity = S.alloc_capacity ? 2 * S.alloc_capacity : 64;
-    void **grown = realloc(S.allocs, capacity * sizeof *grown);
-    ck_assert_ptr_nonnull(grown);
-    S.allocs = grown;
-    S.alloc_capacity = capacity;
-  }
-  void *p = calloc(1, bytes ? bytes : 1);
-  ck_assert_ptr_nonnull(p);
-  S.allocs[S.alloc_count++] = p;
-  return p;
-}
-
-/* Runs an op under test; on failure records it and leaves the sub-case. */
-#define RUN_OP(call, what)                                                        \
-  do {                                                                            \
-    gllmk_status run_status_ = (call);                                            \
-    if (run_status_ != GLLMK_OK) {                                                \
-      conf_fail("%s: %s: %s", what, gllmk_status_string(run_status_), gllmk_last_error()); \
-      return;                                                                     \
-    }                                                                             \
-  } while (0)
-
-/* ------------------------------------------------------------ shapes */
-
-typedef struct shape {
-  int32_t ndim;
-  int64_t d[GLLMK_MAX_DIMS];
-} shape;
-#define SHAPE(...) \
-  ((shape){(int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), {__VA_ARGS__}})
-
-static int64_t shape_numel(shape s) {
-  int64_t n = 1;
-  for (int32_t i = 0; i < s.ndim; i++) n *= s.d[i];
-  return n;
-}
-
-static shape shape_of(const gllmk_tensor *t) {
-  shape s = {t->ndim, {0}};
-  for (int32_t i = 0; i < t->ndim; i++) s.d[i] = t->shape[i];
-  return s;
-}
-
-static const char *shape_text(shape s) {
-  char *text = host_alloc(160);
-  size_t used = 0;
-  for (int32_t i = 0; i < s.ndim; i++)
-    used += (size_t)snprintf(text + used, 160 - used, "%s%lld", i ? "x" : "[", (long long)s.d[i]);
-  snprintf(text + used, 160 - used, "]");
-  return text;
-}
-
-/* The label of a sub-case, kept until the test ends. */
-static const char *label(const char *format, ...) __attribute__((format(printf, 1, 2)));
-static const char *label(const char *format, ...) {
-  char *text = host_alloc(256);
-  va_list args;
-  va_start(args, format);
-  vsnprintf(text, 256, format, args);
-  va_end(args);
-  return text;
-}
-
-static const char *dname(gllmk_dtype dtype) { return gllmk_dtype_name(dtype); }
-
-/* ------------------------------------------------- device tensors */
-
-/* A dense tensor in its own buffer plus the values it holds, as doubles. */
-typedef struct dev {
-  gllmk_buffer *buffer;
-  gllmk_tensor t;
-  gllmk_dtype dtype;
-  int64_t numel;
-  double *host;
-} dev;
-
-static uint64_t dev_bytes(const dev *d) { return (uint64_t)d->numel * gllmk_dtype_size(d->dtype); }
-
-static dev dev_new(gllmk_dtype dtype, shape s) {
-  dev d = {.dtype = dtype, .numel = shape_numel(s)};
-  must(gllmk_buffer_alloc(S.ctx, dev_bytes(&d), &d.buffer), "gllmk_buffer_alloc");
-  must(gllmk_tensor_make(d.buffer, 0, dtype, s.ndim, s.d, &d.t), "gllmk_tensor_make");
-  d.host = host_alloc((size_t)d.numel * sizeof *d.host);
-  return d;
-}
-
-/* Rounds host values to the dtype and writes them to the device. */
-static void dev_upload(dev *d) {
-  void *raw = malloc(dev_bytes(d));
-  ck_assert_ptr_nonnull(raw);
-  for (int64_t i = 0; i < d->numel; i++) {
-    test_store(d->dtype, raw, i, d->host[i]);
-    d->host[i] = test_load(d->dtype, raw, i);
-  }
-  gllmk_status status = gllmk_buffer_write(d->buffer, 0, raw, dev_bytes(d));
-  free(raw);
-  must(status, "gllmk_buffer_write");
-}
-
-static dev dev_random(gllmk_dtype dtype, shape s, double lo, double hi) {
-  dev d = dev_new(dtype, s);
-  for (int64_t i = 0; i < d.numel; i++) d.host[i] = test_rng_uniform(&S.rng, lo, hi);
-  dev_upload(&d);
-  return d;
-}
-
-static dev dev_ints(shape s, const int32_t *values) {
-  dev d = dev_new(GLLMK_I32, s);
-  for (int64_t i = 0; i < d.numel; i++) d.host[i] = values[i];
-  dev_upload(&d);
-  return d;
-}
-
-/* 0xFF bytes: NaN in f32, f16 and bf16, -1 in i32. */
-static void dev_poison(const dev *d) {
-  must(gllmk_buffer_fill(d->buffer, 0, dev_bytes(d), 0xFF), "gllmk_buffer_fill");
-}
-
-static dev dev_output(gllmk_dtype dtype, shape s) {
-  dev d = dev_new(dtype, s);
-  dev_poison(&d);
-  return d;
-}
-
-static void dev_download(dev *d) {
-  void *raw = malloc(dev_bytes(d));
-  ck_assert_ptr_nonnull(raw);
-  gllmk_status status = gllmk_buffer_read(d->buffer, 0, raw, dev_bytes(d));
-  for (int64_t i = 0; status == GLLMK_OK && i < d->numel; i++)
-    d->host[i] = test_load(d->dtype, raw, i);
-  free(raw);
-  must(status, "gllmk_buffer_read");
-}
-
-static double *host_copy(const double *src, int64_t n) {
-  double *copy = host_alloc((size_t)n * sizeof *copy);
-  memcpy(copy, src, (size_t)n * sizeof *copy);
-  return copy;
-}
-
-/* Element positions (indices into base->host) of a view into base's buffer,
- * in the view's row-major order. */
-static int64_t *view_positions(const dev *base, const gllmk_tensor *view) {
-  int64_t n = gllmk_tensor_numel(view);
-  int64_t *pos = host_alloc((size_t)n * sizeof *pos);
-  int64_t origin = (int64_t)(view->offset / gllmk_dtype_size(base->dtype));
-  int64_t idx[GLLMK_MAX_DIMS] = {0};
-  for (int64_t i = 0; i < n; i++) {
-    pos[i] = origin;
-    for (int32_t d = 0; d < view->ndim; d++) pos[i] += idx[d] * view->strides[d];
-    for (int32_t d = view->ndim - 1; d >= 0; d--) {
-      if (++idx[d] < view->shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return pos;
-}
-
-static double *gather(const dev *base, const gllmk_tensor *view) {
-  int64_t n = gllmk_tensor_numel(view);
-  int64_t *pos = view_positions(base, view);
-  double *values = host_alloc((size_t)n * sizeof *values);
-  for (int64_t i = 0; i < n; i++) values[i] = base->host[pos[i]];
-  return values;
-}
-
-static gllmk_tensor slice(const gllmk_tensor *t, int32_t dim, int64_t start, int64_t length,
-                          int64_t step) {
-  gllmk_tensor out;
-  must(gllmk_tensor_slice(t, dim, start, length, step, &out), "gllmk_tensor_slice");
-  return out;
-}
-
-static gllmk_tensor permute(const gllmk_tensor *t, const int32_t *order) {
-  gllmk_tensor out;
-  must(gllmk_tensor_permute(t, order, &out), "gllmk_tensor_permute");
-  return out;
-}
-
-static gllmk_tensor reshape(const gllmk_tensor *t, shape s) {
-  gllmk_tensor out;
-  must(gllmk_tensor_reshape(t, s.ndim, s.d, &out), "gllmk_tensor_reshape");
-  return out;
-}
-
-/* ------------------------------------------------------- comparing */
-
-static double dtype_tolerance(gllmk_dtype dtype) {
-  switch (dtype) {
-    case GLLMK_F16: return 1e-3;
-    case GLLMK_BF16: return 1e-2;
-    default: return 1e-5;
-  }
-}
-
-/* The smallest subnormal: the rounding step of results near zero. */
-static double dtype_tiny(gllmk_dtype dtype) {
-  switch (dtype) {
-    case GLLMK_F16: return 0x1.0p-24;
-    case GLLMK_BF16: return 0x1.0p-133;
-    default: return 0x1.0p-149;
-  }
-}
-
-/* The documented tolerance (see the top of this file), widened per element
- * by cond[i] where the result is a sum whose terms may cancel (NULL: none).
- * Infinite references (the -inf lse of a row without keys) must match
- * exactly. */
-static void expect_close_cond(const char *what, gllmk_dtype dtype, int64_t n, const double *out,
-                              const double *ref, const double *cond) {
-  double tol = dtype_tolerance(dtype), tiny = dtype_tiny(dtype), ref_sq = 0.0, diff_sq = 0.0,
-         cond_sq = 0.0;
-  int64_t finite = 0, bad = 0, first = -1;
-  for (int64_t i = 0; i < n; i++)
-    if (isfinite(ref[i])) {
-      ref_sq += ref[i] * ref[i];
-      finite++;
-    }
-  double rms = finite ? sqrt(ref_sq / (double)finite) : 0.0;
-  for (int64_t i = 0; i < n; i++) {
-    bool ok;
-    if (isnan(out[i])) {
-      ok = false;
-    } else if (!isfinite(ref[i])) {
-      ok = out[i] == ref[i];
-    } else {
-      double err = fabs(out[i] - ref[i]), slack = cond ? cond[i] : 0.0;
-      diff_sq += err * err;
-      cond_sq += slack * slack;
-      ok = err <= tol * (fabs(ref[i]) + rms + slack) + tiny;
-    }
-    if (!ok && bad++ == 0) first = i;
-  }
-  double norm_limit = tol * (sqrt(ref_sq) + sqrt(cond_sq)) + tiny * sqrt((double)n);
-  if (bad || !(sqrt(diff_sq) <= norm_limit))
-    conf_fail("%s: %lld of %lld elements fail |out-ref| <= %g*(|ref|+%.3g); first at [%lld]: "
-              "out=%.9g ref=%.9g; ||out-ref||/||ref||=%.3g (limit %g)",
-              what, (long long)bad, (long long)n, tol, rms, (long long)(first < 0 ? 0 : first),
-              first < 0 ? 0.0 : out[first], first < 0 ? 0.0 : ref[first],
-              ref_sq > 0.0 ? sqrt(diff_sq / ref_sq) : sqrt(diff_sq), tol);
-}
-
-static void expect_close(const char *what, gllmk_dtype dtype, int64_t n, const double *out,
-                         const double *ref) {
-  expect_close_cond(what, dtype, n, out, ref, NULL);
-}
-
-static void expect_equal(const char *what, int64_t n, const double *out, const double *ref) {
-  int64_t bad = 0, first = -1;
-  for (int64_t i = 0; i < n; i++)
-    if (!(out[i] == ref[i]) && bad++ == 0) first = i;
-  if (bad)
-    conf_fail("%s: %lld of %lld elements differ; first at [%lld]: out=%.9g expected=%.9g", what,
-              (long long)bad, (long long)n, (long long)first, out[first], ref[first]);
-}
 
 /* ------------------------------------------------------ problem sizes */
 
@@ -957,7 +662,7 @@ static void matmul_case(gllmk_dtype dtype, const matmul_problem *p) {
   double *ref = host_copy(out.host, out.numel);
   ref_matmul(&rp, a.host, b.host, p->bias ? bias.host : NULL, ref);
   RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){&out.t, &a.t, &b.t, p->bias ? &bias.t : NULL,
-                                                   p->alpha, p->beta, p->layout}),
+                                                   p->alpha, p->beta, p->layout, 0}),
          what);
   dev_download(&out);
   expect_close(what, dtype, out.numel, out.host, ref);
@@ -1627,6 +1332,69 @@ START_TEST(decoder_block) {
 }
 END_TEST
 
+/* Loop index = backend * FLOAT_DTYPE_COUNT + dtype: a recorded chain of
+ * ops (rmsnorm, matmul with bias, silu) replayed twice with new inputs in
+ * between, then refused, running nothing, once a buffer it uses is freed. */
+static void recorded_chain_expect(const dev *x, const dev *w, const dev *wm, const dev *bias,
+                                  dev *out, const char *what) {
+  const int64_t rows = out->t.shape[0], n = out->t.shape[1], k = x->t.shape[1];
+  double *h = host_alloc((size_t)(rows * k) * sizeof *h);
+  double *ref = host_alloc((size_t)(rows * n) * sizeof *ref);
+  ref_rmsnorm(rows, k, x->host, w->host, 1e-5, h);
+  for (int64_t i = 0; i < rows * k; i++) h[i] = test_round(x->dtype, h[i]);
+  ref_matmul(&(ref_matmul_problem){.batch = 1, .m = rows, .n = n, .k = k,
+                                   .b_layout = GLLMK_B_NK, .alpha = 1.0},
+             h, wm->host, bias->host, ref);
+  for (int64_t i = 0; i < rows * n; i++) ref[i] = ref_silu(test_round(x->dtype, ref[i]));
+  dev_download(out);
+  expect_close(what, x->dtype, out->numel, out->host, ref);
+}
+
+START_TEST(recording_replays) {
+  const uint64_t stream = GLLMK_OP_COUNT * MAX_BACKENDS + 64 + (uint64_t)_i;
+  begin_test(_i / FLOAT_DTYPE_COUNT, "recording", stream);
+  const gllmk_dtype dtype = float_dtypes[_i % FLOAT_DTYPE_COUNT];
+  const int64_t rows = 7, k = 96, n = 40;
+  dev x = dev_random(dtype, SHAPE(rows, k), -2, 2), w = dev_random(dtype, SHAPE(k), 0.5, 1.5);
+  dev wm = dev_random(dtype, SHAPE(n, k), -0.2, 0.2), bias = dev_random(dtype, SHAPE(n), -1, 1);
+  dev h = dev_output(dtype, SHAPE(rows, k)), out = dev_output(dtype, SHAPE(rows, n));
+  must(gllmk_recording_begin(S.ctx), "gllmk_recording_begin");
+  must(gllmk_rmsnorm(S.ctx, &(gllmk_rmsnorm_args){&h.t, &x.t, &w.t, 1e-5f}), "record rmsnorm");
+  must(gllmk_matmul(S.ctx, &(gllmk_matmul_args){.out = &out.t, .a = &h.t, .b = &wm.t,
+                                                .bias = &bias.t, .alpha = 1.0f}),
+       "record matmul");
+  must(gllmk_silu(S.ctx, &(gllmk_silu_args){&out.t, &out.t}), "record silu");
+  gllmk_recording *recording;
+  must(gllmk_recording_end(S.ctx, &recording), "gllmk_recording_end");
+  ck_assert_uint_eq(gllmk_recording_size(recording), 3);
+  printf("conformance: %s %s recording is %s\n", S.backend, dname(dtype),
+         gllmk_recording_is_native(recording) ? "native" : "replayed by the core");
+  /* Recording ran nothing: out still holds its poison. */
+  dev_download(&out);
+  for (int64_t i = 0; i < out.numel; i++) ck_assert_msg(isnan(out.host[i]), "recording ran");
+  for (int round = 0; round < 3; round++) {
+    if (round > 0) { /* new inputs, the same recording */
+      for (int64_t i = 0; i < x.numel; i++) x.host[i] = test_rng_uniform(&S.rng, -2, 2);
+      dev_upload(&x);
+      dev_poison(&out);
+    }
+    must(gllmk_recording_replay(recording), "gllmk_recording_replay");
+    recorded_chain_expect(&x, &w, &wm, &bias, &out, label("%s replay %d", dname(dtype), round));
+  }
+  dev_poison(&out);
+  gllmk_buffer_free(wm.buffer);
+  ck_assert_int_eq(gllmk_recording_replay(recording), GLLMK_ERR_INVALID_ARGUMENT);
+  ck_assert_msg(test_contains(gllmk_last_error(), "freed"), "message: %s", gllmk_last_error());
+  dev_download(&out);
+  for (int64_t i = 0; i < out.numel; i++) ck_assert_msg(isnan(out.host[i]), "a refused replay ran");
+  gllmk_recording_free(recording);
+  ck_assert_int_eq(gllmk_recording_replay(recording), GLLMK_ERR_INVALID_ARGUMENT);
+  ck_assert_uint_eq(gllmk_recording_size(recording), 0);
+  ck_assert_msg(S.failures == 0, "recording on %s: %d sub-case(s) failed; seed %llu", S.backend,
+                S.failures, (unsigned long long)test_opts.seed);
+}
+END_TEST
+
 /* A program that exits with a context still open (exit() in its middle, or
  * no gllmk_context_destroy) must still exit cleanly: the plugin's unload
  * then runs after the driver's own exit handlers. A fresh copy of this
@@ -1774,7 +1542,9 @@ int main(int argc, char **argv) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, op_conformance, b * GLLMK_OP_COUNT, (b + 1) * GLLMK_OP_COUNT);
     tcase_add_loop_test(tc, decoder_block, b * FLOAT_DTYPE_COUNT, (b + 1) * FLOAT_DTYPE_COUNT);
+    tcase_add_loop_test(tc, recording_replays, b * FLOAT_DTYPE_COUNT, (b + 1) * FLOAT_DTYPE_COUNT);
     tcase_add_loop_test(tc, exit_with_context_open, b, b + 1);
+    conformance_views_add(tc, b, backend_names[b], backend_is_software[b]);
     suite_add_tcase(suite, tc);
   }
   return test_run_suite(suite);

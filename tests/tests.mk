@@ -15,14 +15,14 @@
 CHECK_CFLAGS = $(shell pkg-config --cflags check)
 CHECK_LIBS   = $(shell pkg-config --libs check)
 
-TEST_PROGRAMS := tensor_helpers conformance bad_input discovery
+TEST_PROGRAMS := tensor_helpers conformance bad_input discovery abi_v2
 TEST_BINS     := $(TEST_PROGRAMS:%=$(B)/tests/%)
 TEST_COMMON   := tests/testlib.c
-conformance_TEST_SRCS := tests/reference.c tests/decoder_block.c
+conformance_TEST_SRCS := tests/reference.c tests/decoder_block.c tests/conformance_views.c
 discovery_TEST_LIBS   := -ldl
 
 # Fake plugins for the discovery tests: tests/fake_plugin.c once per variant.
-TEST_FAKES    := vulkan software nodevice wrongabi noentry smallstruct
+TEST_FAKES    := vulkan software nodevice wrongabi noentry smallstruct abiv1 newerminor
 TEST_FAKE_SOS := $(TEST_FAKES:%=$(B)/tests/fake/%.so)
 
 TEST_RPATH    = -Wl,-rpath,$(abspath $(B)/lib)
@@ -30,7 +30,7 @@ TEST_OBJS     := $(patsubst %.c,$(B)/obj/%.o,$(TEST_COMMON) $(conformance_TEST_S
                    $(TEST_PROGRAMS:%=tests/%.c))
 
 $(B)/obj/tests/%.o: ALL_CFLAGS += $(CHECK_CFLAGS)
-$(B)/obj/tests/discovery.o: ALL_CFLAGS += \
+$(B)/obj/tests/discovery.o $(B)/obj/tests/abi_v2.o: ALL_CFLAGS += \
   -DTEST_FAKE_DIR=\"$(abspath $(B)/tests/fake)\" \
   -DTEST_CPU_PLUGIN=\"$(abspath $(B)/lib/gllmk/gllmk-cpu.so)\" \
   -DTEST_LIB_DIR=\"$(abspath $(B)/lib)\"
@@ -46,11 +46,11 @@ $$(B)/tests/$(1): $$(patsubst %.c,$$(B)/obj/%.o,tests/$(1).c $$($(1)_TEST_SRCS) 
 endef
 $(foreach t,$(TEST_PROGRAMS),$(eval $(call test_program_template,$(t))))
 
-$(B)/tests/discovery: | $(TEST_FAKE_SOS)
+$(B)/tests/discovery $(B)/tests/abi_v2: | $(TEST_FAKE_SOS)
 
 $(B)/obj/tests/fake/%.o: tests/fake_plugin.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -DFAKE_VARIANT_$(shell echo '$*' | tr a-z A-Z) -MMD -MP -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -DFAKE_VARIANT_$(shell echo '$*' | tr a-z A-Z) -MD -MP -c $< -o $@
 
 .SECONDARY: $(TEST_FAKES:%=$(B)/obj/tests/fake/%.o)
 $(B)/tests/fake/%.so: $(B)/obj/tests/fake/%.o
@@ -72,7 +72,7 @@ TEST_VARIANT_RUNS    += '$$(B)/tests/conformance --plugin-dir $$(B)/tests/$(1) -
 
 $$(B)/obj/plugins/$(2)/$(3)_$(1)_test.o: plugins/$(2)/$(3).c
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(ALL_CFLAGS) $$($(2)_CFLAGS) $(4) -MMD -MP -c $$< -o $$@
+	$$(CC) $$(ALL_CFLAGS) $$($(2)_CFLAGS) $(4) -MD -MP -c $$< -o $$@
 
 $$(B)/tests/$(1)/gllmk-$(1).so: $$(filter-out $$(B)/obj/plugins/$(2)/$(3).o,$$($(2)_OBJS)) \
                                 $$(B)/obj/plugins/$(2)/$(3)_$(1)_test.o
@@ -98,6 +98,11 @@ endif
 # Plugin variants (plugin_test_variant above): the cpu plugin's lower SIMD
 # levels, the vulkan plugin's portable shader form.
 CHECK_RUNS     += $(TEST_VARIANT_RUNS)
+# The conformance suite again with every op run by replaying a recording of
+# it (the backend's native form where it compiles one): on cpu and lavapipe,
+# and on the hsa kernels through PoCL.
+CHECK_RUNS     += '$(B)/tests/conformance --record' \
+                  $(if $(HSA_TEST_BIN),'$(HSA_POCL_CONFORMANCE) --record')
 CHECK_PREREQS  += $(TEST_VARIANT_PLUGINS)
 
 .PHONY: check check-valgrind test-programs
@@ -117,10 +122,19 @@ else
 TEST_WRAPPER :=
 endif
 
+# The .d files of what `make run` builds (core, plugins, tools): the
+# headers they list must come from `ensure-deps.sh build`'s packages, the
+# rest from `ensure-deps.sh check`'s (tools/check-header-packages.sh).
+RUN_DEPFILES := $(patsubst %.o,%.d,$(filter $(B)/obj/%.o,$(CORE_OBJS) \
+                  $(foreach p,$(PLUGINS),$($(p)_OBJS)) \
+                  $(foreach t,$(TOOLS),$($(t)_SRCS:%.c=$(B)/obj/%.o))))
+
 # Checks without Check: every committed blob was built from the kernel
-# sources as they are now; the cuda plugin's embedded fatbin holds every
-# architecture (no GPU needed).
+# sources as they are now; every system header the build included comes
+# from a package tools/ensure-deps.sh installs; the cuda plugin's embedded
+# fatbin holds every architecture (no GPU needed).
 CHECK_SCRIPTS := 'sh tools/check-blob-manifests.sh' \
+                 'sh tools/check-header-packages.sh $(B) $(RUN_DEPFILES)' \
                  $(if $(filter cuda,$(PLUGINS)),'sh tests/cuda-fatbin-test.sh $(B)/bin')
 
 # Dependencies first, then a sub-make: on a fresh machine the build itself

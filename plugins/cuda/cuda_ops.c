@@ -28,6 +28,21 @@ static int rows_aligned16(const gllmk_tensor *t, int64_t stride) {
   return aligned16(cuda_tensor_address(t)) && (stride * (int64_t)elem_size(t)) % 16 == 0;
 }
 
+/* The stride of dim `dim`, 0 where its extent is 1 (its index is always 0,
+ * so whatever stride it has is never used nor checked for alignment). */
+static int64_t dim_stride(const gllmk_tensor *t, int32_t dim) {
+  return t->shape[dim] > 1 ? t->strides[dim] : 0;
+}
+
+/* Whether every row of a tensor starts on 16 bytes: its address and each
+ * of the `count` element strides. */
+static int strides_aligned16(const gllmk_tensor *t, const int64_t *strides, int count) {
+  if (!aligned16(cuda_tensor_address(t))) return 0;
+  for (int i = 0; i < count; i++)
+    if ((strides[i] * (int64_t)elem_size(t)) % 16 != 0) return 0;
+  return 1;
+}
+
 static uint32_t clamp_u32(int64_t n, uint32_t max) { return n < 1 ? 1u : n > (int64_t)max ? max : (uint32_t)n; }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -242,23 +257,27 @@ static gllmk_status run_softmax(gllmk_plugin_device *dev, const gllmk_softmax_ar
 
 static gllmk_status run_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
   const gllmk_tensor *x = args->x, *out = args->out;
-  const rows_t rx = gllmk_plugin_as_rows(x), ro = gllmk_plugin_as_rows(out);
   gk_rope_params p;
   memset(&p, 0, sizeof p);
   p.out = cuda_tensor_address(out);
   p.x = cuda_tensor_address(x);
   p.positions = cuda_tensor_address(args->positions);
-  p.head_dim = rx.cols;
-  p.heads = x->shape[x->ndim - 2];
-  p.tokens = rx.rows / p.heads;
-  p.x_stride = rx.row_stride;
-  p.out_stride = ro.row_stride;
+  /* [tokens, heads, head_dim] with any strides on the leading dims (a head
+   * slice of a fused q/k/v tensor, permuted dims, padded rows). */
+  p.tokens = x->shape[0];
+  p.heads = x->shape[1];
+  p.head_dim = x->shape[2];
+  p.x_token_stride = dim_stride(x, 0);
+  p.x_stride = dim_stride(x, 1);
+  p.out_token_stride = dim_stride(out, 0);
+  p.out_stride = dim_stride(out, 1);
   p.frequency_ratio = pow((double)args->theta, -2.0 / args->rotary_dim);
   p.theta = args->theta;
   p.rotary_dim = args->rotary_dim;
   p.style = args->style;
-  p.vec = p.head_dim % 8 == 0 && p.rotary_dim % 16 == 0 && rows_aligned16(x, p.x_stride) &&
-          rows_aligned16(out, p.out_stride);
+  p.vec = p.head_dim % 8 == 0 && p.rotary_dim % 16 == 0 &&
+          strides_aligned16(x, (const int64_t[]){p.x_token_stride, p.x_stride}, 2) &&
+          strides_aligned16(out, (const int64_t[]){p.out_token_stride, p.out_stride}, 2);
   const enum cuda_kernel_id kernel = CK_rope_f32 + variant(out->dtype);
   /* Enough blocks to fill the device; each walks several tokens. */
   const uint32_t blocks = clamp_u32(p.tokens, 16u * (uint32_t)dev->multiprocessors);
@@ -301,8 +320,7 @@ static gllmk_status run_embedding(gllmk_plugin_device *dev, const gllmk_embeddin
 }
 
 static gllmk_status run_kv_append(gllmk_plugin_device *dev, const gllmk_kv_append_args *args) {
-  const gllmk_tensor *k = args->k, *kc = args->k_cache;
-  const rows_t rk = gllmk_plugin_as_rows(k), rv = gllmk_plugin_as_rows(args->v);
+  const gllmk_tensor *k = args->k, *v = args->v, *kc = args->k_cache;
   const rows_t rkc = gllmk_plugin_as_rows(kc), rvc = gllmk_plugin_as_rows(args->v_cache);
   gk_kv_append_params p;
   memset(&p, 0, sizeof p);
@@ -312,16 +330,22 @@ static gllmk_status run_kv_append(gllmk_plugin_device *dev, const gllmk_kv_appen
   p.v = cuda_tensor_address(args->v);
   p.error_flag = dev->error_device;
   p.slots = index_view(args->slots);
-  p.head_dim = rk.cols;
-  p.heads = k->shape[k->ndim - 2];
-  p.tokens = rk.rows / p.heads;
-  p.k_stride = rk.row_stride;
-  p.v_stride = rv.row_stride;
+  /* k and v [tokens, heads, head_dim] with any strides on the leading dims;
+   * the caches are contiguous. */
+  p.tokens = k->shape[0];
+  p.heads = k->shape[1];
+  p.head_dim = k->shape[2];
+  p.k_token_stride = dim_stride(k, 0);
+  p.k_stride = dim_stride(k, 1);
+  p.v_token_stride = dim_stride(v, 0);
+  p.v_stride = dim_stride(v, 1);
   p.k_cache_stride = rkc.row_stride;
   p.v_cache_stride = rvc.row_stride;
   p.slot_count = kc->shape[0] * kc->shape[1];
   const size_t es = elem_size(k);
-  p.vec = (p.head_dim * (int64_t)es) % 16 == 0 && rows_aligned16(k, p.k_stride) && rows_aligned16(args->v, p.v_stride) &&
+  p.vec = (p.head_dim * (int64_t)es) % 16 == 0 &&
+          strides_aligned16(k, (const int64_t[]){p.k_token_stride, p.k_stride}, 2) &&
+          strides_aligned16(v, (const int64_t[]){p.v_token_stride, p.v_stride}, 2) &&
           rows_aligned16(kc, p.k_cache_stride) && rows_aligned16(args->v_cache, p.v_cache_stride);
   const int64_t units = p.heads * (p.vec ? p.head_dim * (int64_t)es / 16 : p.head_dim);
   return cuda_launch(dev, CK_kv_append_f32 + variant(k->dtype), clamp_u32(p.tokens, MAX_GRID_X), 1, 1,
@@ -345,10 +369,18 @@ static int describe_for_tma(gk_tensor_map *map, int32_t dtype, uint64_t address,
                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+/* The distance between the matrices of a batched operand: the stride of its
+ * innermost batch dim with extent > 1 (the core checked that they flatten
+ * into one), 0 for a single matrix. */
+static int64_t matrix_batch_stride(const gllmk_tensor *t) {
+  for (int32_t i = t->ndim - 3; i >= 0; i--)
+    if (t->shape[i] > 1) return t->strides[i];
+  return 0;
+}
+
 static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
   const gllmk_tensor *a = args->a, *b = args->b, *out = args->out;
-  const rows_t ra = gllmk_plugin_as_rows(a), rb = gllmk_plugin_as_rows(b), ro = gllmk_plugin_as_rows(out);
-  const int32_t dtype = out->dtype;
+  const int32_t dtype = out->dtype, nd = a->ndim, bd = b->ndim;
   gk_matmul_params p;
   memset(&p, 0, sizeof p);
   p.out = cuda_tensor_address(out);
@@ -359,23 +391,41 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
   p.alpha = args->alpha;
   p.beta = args->beta;
   p.b_kn = args->b_layout == GLLMK_B_KN;
-  p.k = ra.cols;
-  p.n = ro.cols;
-  p.m = a->ndim >= 2 ? a->shape[a->ndim - 2] : 1;
-  p.batch = ra.rows / p.m;
-  p.lda = ra.row_stride;
-  p.ldb = rb.row_stride;
-  p.ldo = ro.row_stride;
-  if (b->ndim == 2) { /* one b for every batch: the batches are just more rows */
+  p.m = a->shape[nd - 2];
+  p.k = a->shape[nd - 1];
+  p.n = out->shape[nd - 1];
+  p.batch = 1;
+  for (int32_t i = 0; i < nd - 2; i++) p.batch *= a->shape[i];
+  /* Row strides (a dim of extent 1 takes the dense one: it is never
+   * stepped), and each operand's own batch stride: the API lets every
+   * operand have any row and batch strides (a column slice, batches of a
+   * permuted tensor, a zero batch stride that repeats one matrix). */
+  const int64_t b_rows = b->shape[bd - 2];
+  p.lda = p.m > 1 ? a->strides[nd - 2] : p.k;
+  p.ldb = b_rows > 1 ? b->strides[bd - 2] : b->shape[bd - 1];
+  p.ldo = p.m > 1 ? out->strides[nd - 2] : p.n;
+  p.a_batch_stride = matrix_batch_stride(a);
+  p.b_batch_stride = bd > 2 ? matrix_batch_stride(b) : 0;
+  p.out_batch_stride = matrix_batch_stride(out);
+  if (p.m == 1 && p.batch > 1) { /* single rows: a batch's row is just its matrix */
+    p.lda = p.a_batch_stride;
+    p.ldo = p.out_batch_stride;
+  }
+  /* One b for every batch and batches laid out as rows of one taller
+   * matrix: one batch of more rows. */
+  if (p.batch > 1 && p.b_batch_stride == 0 && (p.m == 1 || (p.a_batch_stride == p.m * p.lda &&
+                                                           p.out_batch_stride == p.m * p.ldo))) {
     p.m *= p.batch;
     p.batch = 1;
-  } else {
-    p.b_batch_stride = b->shape[b->ndim - 2] * p.ldb;
   }
-  p.a_batch_stride = p.m * p.lda;
-  p.out_batch_stride = p.m * p.ldo;
+  if (p.batch == 1) { /* strides a single batch never uses; sizes TMA accepts */
+    p.a_batch_stride = p.m * p.lda;
+    p.b_batch_stride = 0;
+    p.out_batch_stride = p.m * p.ldo;
+  }
   const int64_t inner = p.b_kn ? p.n : p.k; /* b's contiguous extent */
-  p.vec = inner % 8 == 0 && p.k % 8 == 0 && rows_aligned16(a, p.lda) && rows_aligned16(b, p.ldb);
+  p.vec = inner % 8 == 0 && p.k % 8 == 0 && strides_aligned16(a, (const int64_t[]){p.lda, p.a_batch_stride}, 2) &&
+          strides_aligned16(b, (const int64_t[]){p.ldb, p.b_batch_stride}, 2);
   const int v = variant(dtype);
   if (p.m == 1 && p.batch <= MAX_GRID_YZ) {
     if (p.b_kn)
@@ -384,7 +434,8 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
     return cuda_launch(dev, CK_gemv_nk_f32 + v, clamp_u32(ceil_div(p.n, GK_GEMV_NK_OUTPUTS), MAX_GRID_X),
                        (uint32_t)p.batch, 1, GK_GEMV_NK_OUTPUTS * 32, 0, &p);
   }
-  if (dtype != GLLMK_F32 && dev->wgmma && !p.b_kn && p.vec && p.m >= 64 && p.batch <= MAX_GRID_YZ) {
+  if (dtype != GLLMK_F32 && dev->wgmma && !p.b_kn && p.vec && p.m >= 64 && p.batch <= MAX_GRID_YZ &&
+      p.lda > 0 && p.ldb > 0 && p.a_batch_stride > 0) {
     gk_matmul_tma_params tp;
     if (describe_for_tma(&tp.a_map, dtype, p.a, p.k, p.m, p.batch, p.lda, p.a_batch_stride, GK_MATMUL_WGMMA_BM) &&
         describe_for_tma(&tp.b_map, dtype, p.b, p.k, p.n, p.b_batch_stride ? p.batch : 1, p.ldb,
@@ -481,8 +532,6 @@ static gllmk_status launch_attention_rows(gllmk_plugin_device *dev, gk_attention
 
 static gllmk_status run_attention(gllmk_plugin_device *dev, const gllmk_attention_args *args) {
   const gllmk_tensor *q = args->q, *k = args->k, *v = args->v, *out = args->out;
-  const rows_t rq = gllmk_plugin_as_rows(q), rk = gllmk_plugin_as_rows(k), rv = gllmk_plugin_as_rows(v),
-               ro = gllmk_plugin_as_rows(out);
   gk_attention_params p;
   memset(&p, 0, sizeof p);
   p.out = cuda_tensor_address(out);
@@ -492,10 +541,18 @@ static gllmk_status run_attention(gllmk_plugin_device *dev, const gllmk_attentio
   p.kv_lens = args->kv_lens ? cuda_tensor_address(args->kv_lens) : 0;
   p.lse = args->lse ? cuda_tensor_address(args->lse) : 0;
   p.lse_stride = args->lse ? gllmk_plugin_as_rows(args->lse).row_stride : 0;
-  p.q_stride = rq.row_stride;
-  p.k_stride = rk.row_stride;
-  p.v_stride = rv.row_stride;
-  p.out_stride = ro.row_stride;
+  /* [B, S, H, D], each tensor with any strides on its leading dims (head
+   * slices of one fused q/k/v tensor, permuted dims, padded rows). */
+  int64_t *const strides[4][3] = {{&p.q_batch_stride, &p.q_token_stride, &p.q_stride},
+                                  {&p.k_batch_stride, &p.k_token_stride, &p.k_stride},
+                                  {&p.v_batch_stride, &p.v_token_stride, &p.v_stride},
+                                  {&p.out_batch_stride, &p.out_token_stride, &p.out_stride}};
+  const gllmk_tensor *const tensors[4] = {q, k, v, out};
+  p.vec = 1;
+  for (int i = 0; i < 4; i++) {
+    for (int32_t d = 0; d < 3; d++) *strides[i][d] = dim_stride(tensors[i], d);
+    p.vec = p.vec && strides_aligned16(tensors[i], (const int64_t[]){*strides[i][0], *strides[i][1], *strides[i][2]}, 3);
+  }
   p.batch = (int32_t)q->shape[0];
   p.q_len = (int32_t)q->shape[1];
   p.q_heads = (int32_t)q->shape[2];
@@ -505,8 +562,6 @@ static gllmk_status run_attention(gllmk_plugin_device *dev, const gllmk_attentio
   p.tokens = p.batch * p.q_len;
   p.causal = args->causal != 0;
   p.scale = args->scale;
-  p.vec = rows_aligned16(q, p.q_stride) && rows_aligned16(k, p.k_stride) && rows_aligned16(v, p.v_stride) &&
-          rows_aligned16(out, p.out_stride);
   const int32_t dtype = q->dtype;
   const int dp_index = p.head_dim <= 64 ? 0 : p.head_dim <= 128 ? 1 : 2;
   const int prefill = dtype != GLLMK_F32 && p.vec && p.q_len >= 16 && p.batch <= (int32_t)MAX_GRID_YZ &&
@@ -527,8 +582,7 @@ static gllmk_status run_attention(gllmk_plugin_device *dev, const gllmk_attentio
 
 static gllmk_status run_paged_attention(gllmk_plugin_device *dev, const gllmk_paged_attention_args *args) {
   const gllmk_tensor *q = args->q, *kc = args->k_cache, *vc = args->v_cache, *out = args->out;
-  const rows_t rq = gllmk_plugin_as_rows(q), rk = gllmk_plugin_as_rows(kc), rv = gllmk_plugin_as_rows(vc),
-               ro = gllmk_plugin_as_rows(out), rt = gllmk_plugin_as_rows(args->block_table);
+  const rows_t rk = gllmk_plugin_as_rows(kc), rv = gllmk_plugin_as_rows(vc), rt = gllmk_plugin_as_rows(args->block_table);
   gk_attention_params p;
   memset(&p, 0, sizeof p);
   p.out = cuda_tensor_address(out);
@@ -539,10 +593,16 @@ static gllmk_status run_paged_attention(gllmk_plugin_device *dev, const gllmk_pa
   p.q_starts = cuda_tensor_address(args->q_starts);
   p.seq_lens = cuda_tensor_address(args->seq_lens);
   p.error_flag = dev->error_device;
-  p.q_stride = rq.row_stride;
-  p.k_stride = rk.row_stride;
-  p.v_stride = rv.row_stride;
-  p.out_stride = ro.row_stride;
+  /* q and out [T, H, D] with any strides on the leading dims; the caches
+   * are contiguous: slot s, head h at (s * kv_heads + h) * D. */
+  p.q_token_stride = dim_stride(q, 0);
+  p.q_stride = dim_stride(q, 1);
+  p.out_token_stride = dim_stride(out, 0);
+  p.out_stride = dim_stride(out, 1);
+  p.k_stride = rk.cols;
+  p.v_stride = rv.cols;
+  p.k_token_stride = kc->shape[2] * rk.cols;
+  p.v_token_stride = vc->shape[2] * rv.cols;
   p.block_table_stride = rt.row_stride;
   p.tokens = (int32_t)q->shape[0];
   p.q_heads = (int32_t)q->shape[1];
@@ -555,8 +615,9 @@ static gllmk_status run_paged_attention(gllmk_plugin_device *dev, const gllmk_pa
   p.causal = 1;
   p.paged = 1;
   p.scale = args->scale;
-  p.vec = rows_aligned16(q, p.q_stride) && rows_aligned16(kc, p.k_stride) && rows_aligned16(vc, p.v_stride) &&
-          rows_aligned16(out, p.out_stride);
+  p.vec = strides_aligned16(q, (const int64_t[]){p.q_token_stride, p.q_stride}, 2) &&
+          strides_aligned16(out, (const int64_t[]){p.out_token_stride, p.out_stride}, 2) &&
+          rows_aligned16(kc, p.k_stride) && rows_aligned16(vc, p.v_stride);
   return launch_attention_rows(dev, &p, q->dtype, (int64_t)p.max_blocks * p.block_size);
 }
 

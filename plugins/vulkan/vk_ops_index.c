@@ -61,11 +61,15 @@ gllmk_status vk_embedding(gllmk_plugin_device *dev, const gllmk_embedding_args *
 gllmk_status vk_kv_append(gllmk_plugin_device *dev, const gllmk_kv_append_args *args) {
   vk_call call;
   vk_call_init(&call, dev, VK_KERNEL_kv_append, args->k->dtype, VK_INDEX_GROUP);
-  const gllmk_tensor *kc = args->k_cache;
-  gllmk_plugin_rows k = gllmk_plugin_as_rows(args->k), v = gllmk_plugin_as_rows(args->v);
+  const gllmk_tensor *kc = args->k_cache, *kt = args->k, *vt = args->v;
+  gllmk_plugin_rows k = gllmk_plugin_as_rows(kt);
+  /* k and v [T, Hkv, D] may have any strides on T and Hkv (head slices of a
+   * fused q/k/v tensor, permuted dims): rows (t, h) at t * token_stride +
+   * h * row_stride (a dim of extent 1 steps by 0). */
   struct {
     uint32_t count, heads, dim, capacity, kc_offset, kc_row_stride, vc_offset, vc_row_stride,
-        k_offset, k_row_stride, v_offset, v_row_stride, slots_offset;
+        k_offset, k_row_stride, v_offset, v_row_stride, slots_offset, k_token_stride,
+        v_token_stride;
   } push;
   push.count = vk_call_u32(&call, k.rows * k.cols, "the element count");
   push.heads = vk_call_u32(&call, args->k->shape[1], "the head count");
@@ -77,14 +81,18 @@ gllmk_status vk_kv_append(gllmk_plugin_device *dev, const gllmk_kv_append_args *
   push.vc_offset = vk_call_tensor(&call, 1, args->v_cache);
   push.vc_row_stride =
       vk_call_u32(&call, gllmk_plugin_as_rows(args->v_cache).row_stride, "a row stride");
-  push.k_offset = vk_call_tensor(&call, 2, args->k);
-  push.k_row_stride = vk_call_u32(&call, k.row_stride, "a row stride");
-  push.v_offset = vk_call_tensor(&call, 3, args->v);
-  push.v_row_stride = vk_call_u32(&call, v.row_stride, "a row stride");
+  push.k_offset = vk_call_tensor(&call, 2, kt);
+  push.k_row_stride = vk_call_u32(&call, kt->shape[1] > 1 ? kt->strides[1] : 0, "a row stride");
+  push.k_token_stride =
+      vk_call_u32(&call, kt->shape[0] > 1 ? kt->strides[0] : 0, "a token stride");
+  push.v_offset = vk_call_tensor(&call, 3, vt);
+  push.v_row_stride = vk_call_u32(&call, vt->shape[1] > 1 ? vt->strides[1] : 0, "a row stride");
+  push.v_token_stride =
+      vk_call_u32(&call, vt->shape[0] > 1 ? vt->strides[0] : 0, "a token stride");
   push.slots_offset = vk_call_tensor(&call, 4, args->slots);
   uint32_t multiples = push.dim | push.kc_offset | push.kc_row_stride | push.vc_offset |
                        push.vc_row_stride | push.k_offset | push.k_row_stride | push.v_offset |
-                       push.v_row_stride;
+                       push.v_row_stride | push.k_token_stride | push.v_token_stride;
   return vk_copy_rows_run(&call, args->k->dtype, multiples, &push.count, &push, sizeof push);
 }
 

@@ -202,7 +202,15 @@ static gllmk_status vk_matmul_coop(gllmk_plugin_device *dev, const gllmk_matmul_
  * of the same type, K rounded up to 8; b [K, N] transposed) and points the
  * call's binding and p at the copy: a when !a_direct, b when !b_direct.
  * A K that is not a multiple of 8 packs both, and the kernel's K becomes
- * the padded one (zeros). */
+ * the padded one (zeros).
+ *
+ * A transposed b gets rows of K rounded up to VK_PACK_TILE (more zeros the
+ * kernel never reads): mm_pack.comp's transposing pass writes whole tiles
+ * of 32 K columns, so with rows of K rounded to 8 only, the last tile of
+ * each row spilled zeros over the first columns of the next row (issue 20:
+ * bf16 b [K, N] with K = 777 on NVIDIA's KHR path, 0.113 x max|ref| off;
+ * the NV path's rows, K rounded to VK_COOP_BK = 32, never spilled). */
+enum { VK_PACK_TILE = 32 };
 static gllmk_status vk_khr_pack(gllmk_plugin_device *dev, vk_call *call,
                                 const gllmk_matmul_args *args, int a_direct, int b_direct,
                                 vk_matmul_push *p) {
@@ -211,11 +219,13 @@ static gllmk_status vk_khr_pack(gllmk_plugin_device *dev, vk_call *call,
   uint64_t align = dev->phys->limits.minStorageBufferOffsetAlignment;
   if (align < 256) align = 256;
   uint64_t b_count = args->b->ndim > 2 ? batch : 1;
+  int b_transposed = args->b_layout == GLLMK_B_KN;
+  uint64_t kb_p = b_transposed ? vk_round_up(K, VK_PACK_TILE) : k_p; /* b's row length */
   vk_packed pa = {0}, pb = {0};
   uint64_t end = 0;
   /* Rows padded to the transposing pass's 32; the kernel reads only real rows. */
   if (!a_direct) end = vk_packed_layout(&pa, vk_round_up(M, 32), k_p, batch, end, align);
-  if (!b_direct) end = vk_packed_layout(&pb, vk_round_up(N, 32), k_p, b_count, end, align);
+  if (!b_direct) end = vk_packed_layout(&pb, vk_round_up(N, 32), kb_p, b_count, end, align);
   uint64_t limit = dev->phys->limits.maxStorageBufferRange;
   if (pa.data_bytes / 2 > UINT32_MAX || pb.data_bytes / 2 > UINT32_MAX || pa.data_bytes > limit ||
       pb.data_bytes > limit)
@@ -224,7 +234,7 @@ static gllmk_status vk_khr_pack(gllmk_plugin_device *dev, vk_call *call,
   gllmk_status s = GLLMK_OK;
   if (!a_direct) s = vk_pack(dev, args->a, args->a->dtype, 0, M, K, k_p, &pa);
   if (s == GLLMK_OK && !b_direct)
-    s = vk_pack(dev, args->b, args->b->dtype, args->b_layout == GLLMK_B_KN, N, K, k_p, &pb);
+    s = vk_pack(dev, args->b, args->b->dtype, b_transposed, N, K, kb_p, &pb);
   if (s != GLLMK_OK) return s;
   if (!a_direct) {
     vk_call_memory(call, 1, &dev->scratch, pa.data_at, pa.data_bytes);
@@ -235,8 +245,8 @@ static gllmk_status vk_khr_pack(gllmk_plugin_device *dev, vk_call *call,
   if (!b_direct) {
     vk_call_memory(call, 2, &dev->scratch, pb.data_at, pb.data_bytes);
     p->b_offset = 0;
-    p->ldb = (uint32_t)k_p;
-    p->b_batch_stride = b_count > 1 ? (uint32_t)(pb.rows_p * k_p) : 0;
+    p->ldb = (uint32_t)kb_p;
+    p->b_batch_stride = b_count > 1 ? (uint32_t)(pb.rows_p * kb_p) : 0;
   }
   p->K = (uint32_t)k_p; /* == K unless both are packed */
   return GLLMK_OK;

@@ -77,14 +77,34 @@ __device__ __forceinline__ int visible_end(const gk_attention_params &p, const s
   return (int)(end < 0 ? 0 : (end > s.len ? s.len : end));
 }
 
-/* Row of key j of kv head hk in k/v (or the cache), or -1 if the block
- * table points outside the cache. */
-__device__ __forceinline__ int64_t key_row(const gk_attention_params &p, int seq, int j, int hk) {
-  if (!p.paged) return ((int64_t)seq * p.kv_len + j) * p.kv_heads + hk;
+/* Where key j of sequence seq lives: its position j (contiguous) or its
+ * cache slot (paged), or -1 if the block table points outside the cache. */
+__device__ __forceinline__ int64_t key_slot(const gk_attention_params &p, int seq, int j) {
+  if (!p.paged) return j;
   const int32_t *table = reinterpret_cast<const int32_t *>(p.block_table) + (int64_t)seq * p.block_table_stride;
   const int32_t block = table[j / p.block_size];
   if (block < 0 || block >= p.num_blocks) return -1;
-  return ((int64_t)block * p.block_size + j % p.block_size) * p.kv_heads + hk;
+  return (int64_t)block * p.block_size + j % p.block_size;
+}
+
+/* Element offsets of the rows of k and v for slot `slot` (from key_slot) of
+ * sequence seq, kv head hk: each tensor with its own strides. */
+__device__ __forceinline__ int64_t k_row_at(const gk_attention_params &p, int seq, int64_t slot, int hk) {
+  return (p.paged ? 0 : (int64_t)seq * p.k_batch_stride) + slot * p.k_token_stride + (int64_t)hk * p.k_stride;
+}
+__device__ __forceinline__ int64_t v_row_at(const gk_attention_params &p, int seq, int64_t slot, int hk) {
+  return (p.paged ? 0 : (int64_t)seq * p.v_batch_stride) + slot * p.v_token_stride + (int64_t)hk * p.v_stride;
+}
+
+/* Element offsets of the rows of q and out for token t, query i of sequence
+ * seq (i = t - the sequence's first token), head h. */
+__device__ __forceinline__ int64_t q_row_at(const gk_attention_params &p, int seq, int64_t t, int64_t i, int h) {
+  return (p.paged ? t * p.q_token_stride : (int64_t)seq * p.q_batch_stride + i * p.q_token_stride) +
+         (int64_t)h * p.q_stride;
+}
+__device__ __forceinline__ int64_t out_row_at(const gk_attention_params &p, int seq, int64_t t, int64_t i, int h) {
+  return (p.paged ? t * p.out_token_stride : (int64_t)seq * p.out_batch_stride + i * p.out_token_stride) +
+         (int64_t)h * p.out_stride;
 }
 
 /* ------------------------------------------------------- SIMT attention */
@@ -100,10 +120,10 @@ __device__ void load_kv_tile(const gk_attention_params &p, T *k_dst, T *v_dst, i
   const int d = p.head_dim, r = threadIdx.x >> 2, part = threadIdx.x & 3, j = j0 + r;
   int64_t row = -1;
   if (j < end) {
-    row = key_row(p, seq, j, hk);
+    row = key_slot(p, seq, j);
     if (row < 0 && part == 0) raise_error(p.error_flag, GK_ERROR_PAGED_ATTENTION);
   }
-  const T *ks = row >= 0 ? k + row * p.k_stride : k, *vs = row >= 0 ? v + row * p.v_stride : v;
+  const T *ks = row >= 0 ? k + k_row_at(p, seq, row, hk) : k, *vs = row >= 0 ? v + v_row_at(p, seq, row, hk) : v;
   if (p.vec) {
     constexpr int E = 16 / (int)sizeof(T); /* elements per 16-byte copy */
     for (int c = E * part; c < d; c += 4 * E) {
@@ -198,7 +218,7 @@ __device__ void finish_row(const gk_attention_params &p, const warp_row &w, int6
     po = reinterpret_cast<float *>(p.partial_out) + prow * d;
     if (lane == 0) reinterpret_cast<float *>(p.partial_lse)[prow] = lse;
   } else {
-    out = ptr_at<T>(p.out, row * p.out_stride);
+    out = ptr_at<T>(p.out, out_row_at(p, seq, t, i, h));
     if (p.lse && lane == 0)
       reinterpret_cast<float *>(p.lse)[((int64_t)seq * p.q_heads + h) * p.lse_stride + i] = lse;
   }
@@ -250,7 +270,7 @@ template <class T> __device__ void attention_simt_impl(const gk_attention_params
     const int k_end = p.splits > 1 && k_begin + p.split_keys < block_end ? k_begin + p.split_keys : block_end;
 
     if (active) {
-      const T *q = ptr_at<const T>(p.q, (t * p.q_heads + h) * p.q_stride);
+      const T *q = ptr_at<const T>(p.q, q_row_at(p, seq, t, i, h));
       for (int c = threadIdx.x & 31; c < d; c += 32) q_row[c] = load1(q + c);
     }
     warp_row w;
@@ -318,13 +338,13 @@ template <class T> __device__ void attention_combine_impl(const gk_attention_par
   const float inv = total > 0.0f ? 1.0f / total : 0.0f;
   const int64_t t = row / p.q_heads;
   const int h = (int)(row % p.q_heads);
-  T *out = ptr_at<T>(p.out, row * p.out_stride);
+  const int seq = p.paged ? 0 : (int)(t / p.q_len); /* paged rows need no sequence */
+  T *out = ptr_at<T>(p.out, out_row_at(p, seq, t, t - (int64_t)seq * p.q_len, h));
 #pragma unroll
   for (int k = 0; k < 8; k++)
     if (lane + 32 * k < d) store1(out + lane + 32 * k, acc[k] * inv);
   if (p.lse && lane == 0 && !p.paged) {
-    const int64_t seq = t / p.q_len, i = t % p.q_len;
-    reinterpret_cast<float *>(p.lse)[(seq * p.q_heads + h) * p.lse_stride + i] =
+    reinterpret_cast<float *>(p.lse)[((int64_t)seq * p.q_heads + h) * p.lse_stride + t - (int64_t)seq * p.q_len] =
         total > 0.0f ? m + logf(total) : -INFINITY;
   }
 }
@@ -476,7 +496,8 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const gk_atte
     for (int q = lane; q < ROWS * CH; q += 32) {
       const int r = q / CH, c = q % CH;
       const bool ok = in_seq(r) && 8 * c < d;
-      const T *src = ok ? Q + (row_token(r) * p.q_heads + hk * group + row_head(r)) * p.q_stride + 8 * c : Q;
+      const T *src =
+          ok ? Q + q_row_at(p, seq, row_token(r), row_token(r) - s.q_start, hk * group + row_head(r)) + 8 * c : Q;
       cp_async16(q_s + r * DP + 8 * swizzle<CH>(r, c), src, ok ? 16 : 0);
     }
     /* Lane j looks up the cache row of key j of a tile, a tile ahead of
@@ -484,7 +505,7 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const gk_atte
     auto row_of = [&](int j0) -> int64_t {
       const int j = j0 + lane;
       if (j >= k_end) return -1;
-      const int64_t row = key_row(p, seq, j, hk);
+      const int64_t row = key_slot(p, seq, j);
       if (row < 0) raise_error(p.error_flag, GK_ERROR_PAGED_ATTENTION);
       return row;
     };
@@ -498,8 +519,8 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const gk_atte
         const int64_t key_row_at = __shfl_sync(0xffffffffu, row, key);
         const bool ok = key_row_at >= 0 && 8 * c < d;
         const int at = buf * KEYS * DP + key * DP + 8 * swizzle<CH>(key, c);
-        cp_async16(k_s + at, ok ? K + key_row_at * p.k_stride + 8 * c : K, ok ? 16 : 0);
-        cp_async16(v_s + at, ok ? V + key_row_at * p.v_stride + 8 * c : V, ok ? 16 : 0);
+        cp_async16(k_s + at, ok ? K + k_row_at(p, seq, key_row_at, hk) + 8 * c : K, ok ? 16 : 0);
+        cp_async16(v_s + at, ok ? V + v_row_at(p, seq, key_row_at, hk) + 8 * c : V, ok ? 16 : 0);
       }
     };
     if (ntiles > 0) load_tile(0, row_of(k_begin));
@@ -575,7 +596,7 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const gk_atte
         }
         if ((lane & 3) == 0) reinterpret_cast<float *>(p.partial_lse)[prow] = lse;
       } else {
-        T *out = ptr_at<T>(p.out, row * p.out_stride);
+        T *out = ptr_at<T>(p.out, out_row_at(p, seq, row_token(r), row_token(r) - s.q_start, hk * group + row_head(r)));
 #pragma unroll
         for (int i = 0; i < DP / 8; i++) {
           const int c = 8 * i + 2 * (lane & 3);
@@ -622,7 +643,8 @@ __device__ __forceinline__ void write_attention_rows(const gk_attention_params &
     const int row = row0 + 8 * hr;
     if (row >= sq) continue;
     const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-    T *out = ptr_at<T>(p.out, (((int64_t)b * sq + row) * p.q_heads + h) * p.out_stride);
+    T *out = ptr_at<T>(p.out, (int64_t)b * p.out_batch_stride + (int64_t)row * p.out_token_stride +
+                                  (int64_t)h * p.out_stride);
 #pragma unroll
     for (int i = 0; i < DP / 8; i++) {
       const int c = 8 * i + 2 * (lane & 3);
@@ -661,7 +683,8 @@ __device__ void attention_mma_impl(const gk_attention_params &p) {
   for (int q = threadIdx.x; q < BQ * CH; q += blockDim.x) {
     const int r = q / CH, c = q % CH, s = q0 + r;
     const bool ok = s < sq && 8 * c < d;
-    const T *src = ok ? Q + (((int64_t)b * sq + s) * p.q_heads + h) * p.q_stride + 8 * c : Q;
+    const T *src =
+        ok ? Q + (int64_t)b * p.q_batch_stride + (int64_t)s * p.q_token_stride + (int64_t)h * p.q_stride + 8 * c : Q;
     cp_async16(q_s + r * DP + 8 * swizzle<CH>(r, c), src, ok ? 16 : 0);
   }
   auto load_kv = [&](int buf, int tile) {
@@ -669,10 +692,9 @@ __device__ void attention_mma_impl(const gk_attention_params &p) {
     for (int q = threadIdx.x; q < BKV * CH; q += blockDim.x) {
       const int r = q / CH, c = q % CH, j = j0 + r;
       const bool ok = j < key_end && 8 * c < d;
-      const int64_t row = ((int64_t)b * p.kv_len + j) * p.kv_heads + hk;
       const int at = buf * BKV * DP + r * DP + 8 * swizzle<CH>(r, c);
-      cp_async16(k_s + at, ok ? K + row * p.k_stride + 8 * c : K, ok ? 16 : 0);
-      cp_async16(v_s + at, ok ? V + row * p.v_stride + 8 * c : V, ok ? 16 : 0);
+      cp_async16(k_s + at, ok ? K + k_row_at(p, b, j, hk) + 8 * c : K, ok ? 16 : 0);
+      cp_async16(v_s + at, ok ? V + v_row_at(p, b, j, hk) + 8 * c : V, ok ? 16 : 0);
     }
   };
   if (ntiles > 0) load_kv(0, 0);
@@ -813,7 +835,8 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const gk_attenti
   for (int k = 0; k < BQ * CH / THREADS; k++) {
     const int i = threadIdx.x + k * THREADS, r = i / CH, c = i % CH, s = q0 + r;
     const bool ok = s < sq && 8 * c < d;
-    const T *src = ok ? Q + (((int64_t)b * sq + s) * p.q_heads + h) * p.q_stride + 8 * c : Q;
+    const T *src =
+        ok ? Q + (int64_t)b * p.q_batch_stride + (int64_t)s * p.q_token_stride + (int64_t)h * p.q_stride + 8 * c : Q;
     cp_async16(q_s + r * DP + 8 * swizzle<CH>(r, c), src, ok ? 16 : 0);
   }
   /* Each thread copies 16-byte chunk `lc` of rows lr, lr + ROW_STEP, ... of
@@ -824,10 +847,9 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const gk_attenti
   const int lc = threadIdx.x % CH, lr = threadIdx.x / CH;
   const bool chunk_ok = 8 * lc < d;
   const int dst_at = (lc / 8) * BKV * 64 + lr * 64 + 8 * ((lc ^ lr) & 7);
-  const int64_t k_key_step = (int64_t)p.kv_heads * p.k_stride, v_key_step = (int64_t)p.kv_heads * p.v_stride;
-  const int64_t first_row = (int64_t)b * p.kv_len * p.kv_heads + hk;
-  const T *k_src = K + first_row * p.k_stride + lr * k_key_step + 8 * lc;
-  const T *v_src = V + first_row * p.v_stride + lr * v_key_step + 8 * lc;
+  const int64_t k_key_step = p.k_token_stride, v_key_step = p.v_token_stride;
+  const T *k_src = K + k_row_at(p, b, 0, hk) + lr * k_key_step + 8 * lc;
+  const T *v_src = V + v_row_at(p, b, 0, hk) + lr * v_key_step + 8 * lc;
   /* Keys j0 .. j0 + BKV - 1 of K or V into a tile, zeros past key_end. */
   auto load_tile = [&](T *tile, const T *src, const T *base, int64_t key_step, int j0) {
     src += j0 * key_step;

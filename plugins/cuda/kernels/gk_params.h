@@ -47,11 +47,14 @@ typedef struct gk_norm_params {
   int32_t stash_vecs; /* softmax_stash: 16-byte vectors per thread in shared memory */
 } gk_norm_params;
 
-/* rope on rows (token, head) of head_dim elements. */
+/* rope on rows (token, head) of head_dim elements: row (t, h) of x starts
+ * at t * x_token_stride + h * x_stride (any strides: x and out may be head
+ * slices of a fused q/k/v tensor, or have their leading dims permuted). */
 typedef struct gk_rope_params {
   uint64_t out, x, positions;
   int64_t tokens, heads, head_dim;
-  int64_t out_stride, x_stride;
+  int64_t out_stride, x_stride;             /* between the heads of a token */
+  int64_t out_token_stride, x_token_stride; /* between tokens */
   double frequency_ratio; /* theta^(-2 / rotary_dim): pair j turns by pos * ratio^j */
   float theta;
   int32_t rotary_dim;
@@ -75,12 +78,15 @@ typedef struct gk_embedding_params {
   int32_t pad_;
 } gk_embedding_params;
 
-/* kv_append: rows (token, head) of head_dim elements. */
+/* kv_append: rows (token, head) of head_dim elements; row (t, h) of k
+ * starts at t * k_token_stride + h * k_stride (any strides), the caches are
+ * contiguous. */
 typedef struct gk_kv_append_params {
   uint64_t k_cache, v_cache, k, v, error_flag;
   gk_index_view slots;
   int64_t tokens, heads, head_dim;
-  int64_t k_stride, v_stride, k_cache_stride, v_cache_stride;
+  int64_t k_stride, v_stride, k_cache_stride, v_cache_stride; /* between heads */
+  int64_t k_token_stride, v_token_stride;                     /* between tokens */
   int64_t slot_count;
   int32_t vec;
   int32_t pad_;
@@ -121,12 +127,18 @@ typedef struct gk_matmul_tma_params {
  * (token, q head); k and v rows are (sequence position, kv head) for
  * contiguous attention and (cache slot, kv head) when paged. Tokens are
  * numbered 0..tokens-1 across the batch; a contiguous batch has q_len tokens
- * per sequence, a paged one takes them from q_starts. */
+ * per sequence, a paged one takes them from q_starts. Every tensor has its
+ * own strides (the API allows any on the leading dims): row (b, i, h) of q,
+ * query i of sequence b, starts at b * q_batch_stride + i * q_token_stride
+ * + h * q_stride; paged, token t's row at t * q_token_stride + h * q_stride
+ * and cache slot s's at s * k_token_stride + h * k_stride. */
 typedef struct gk_attention_params {
   uint64_t out, q, k, v, lse, kv_lens;
   uint64_t block_table, q_starts, seq_lens, error_flag;
   uint64_t partial_out, partial_lse; /* split-K scratch (splits > 1) */
-  int64_t q_stride, k_stride, v_stride, out_stride;
+  int64_t q_stride, k_stride, v_stride, out_stride; /* between heads */
+  int64_t q_token_stride, k_token_stride, v_token_stride, out_token_stride; /* positions / slots */
+  int64_t q_batch_stride, k_batch_stride, v_batch_stride, out_batch_stride; /* sequences (not paged) */
   int64_t lse_stride, block_table_stride;
   int32_t batch, tokens, q_len, kv_len; /* q_len, kv_len: contiguous only */
   int32_t q_heads, kv_heads, head_dim;

@@ -19,7 +19,8 @@ template <class T> __device__ __forceinline__ void rope_copy_tail(const gk_rope_
   const int64_t tail = p.head_dim - p.rotary_dim;
   for (int64_t u = threadIdx.x; u < p.heads * tail; u += blockDim.x) {
     const int64_t h = u / tail, c = p.rotary_dim + u % tail;
-    *ptr_at<T>(p.out, (t * p.heads + h) * p.out_stride + c) = *ptr_at<const T>(p.x, (t * p.heads + h) * p.x_stride + c);
+    *ptr_at<T>(p.out, t * p.out_token_stride + h * p.out_stride + c) =
+        *ptr_at<const T>(p.x, t * p.x_token_stride + h * p.x_stride + c);
   }
 }
 
@@ -51,8 +52,8 @@ template <class T> __device__ void rope_impl(const gk_rope_params &p) {
     const double pos = (double)reinterpret_cast<const int32_t *>(p.positions)[t];
     for (int64_t u = threadIdx.x; u < p.heads * per_head; u += blockDim.x) {
       const int64_t h = u / per_head, g = u % per_head;
-      const T *x = ptr_at<const T>(p.x, (t * p.heads + h) * p.x_stride);
-      T *out = ptr_at<T>(p.out, (t * p.heads + h) * p.out_stride);
+      const T *x = ptr_at<const T>(p.x, t * p.x_token_stride + h * p.x_stride);
+      T *out = ptr_at<T>(p.out, t * p.out_token_stride + h * p.out_stride);
       /* Element pairs (a[i], b[i]) for NeoX and single pairs; GPT-J's pair i
        * is (a[2i], a[2i + 1]). */
       const int64_t i0 = !p.vec && p.style != 0 ? 2 * g : g, i1 = !p.vec && p.style != 0 ? i0 + 1 : i0 + half;
@@ -127,8 +128,8 @@ template <class T> __device__ void rope_shared_impl(const gk_rope_params &p) {
     const int per_head = p.vec ? half / (p.style == 0 ? 8 : 4) : half;
     for (int64_t u = threadIdx.x; u < p.heads * per_head; u += blockDim.x) {
       const int64_t h = u / per_head, g = u % per_head;
-      const T *x = ptr_at<const T>(p.x, (t * p.heads + h) * p.x_stride);
-      T *out = ptr_at<T>(p.out, (t * p.heads + h) * p.out_stride);
+      const T *x = ptr_at<const T>(p.x, t * p.x_token_stride + h * p.x_stride);
+      T *out = ptr_at<T>(p.out, t * p.out_token_stride + h * p.out_stride);
       if (p.vec && p.style == 0) { /* NeoX: pairs (j, j + half), j = 8g .. 8g + 7 */
         float a[8], b[8];
         load8(x + 8 * g, a);
@@ -219,11 +220,11 @@ template <class T> __device__ void kv_append_impl(const gk_kv_append_params &p) 
       if (threadIdx.x == 0) raise_error(p.error_flag, GK_ERROR_KV_APPEND);
       continue;
     }
-    const int64_t dst_row = (int64_t)slot * p.heads, src_row = t * p.heads;
+    const int64_t dst_row = (int64_t)slot * p.heads;
     copy_rows(ptr_at<T>(p.k_cache, dst_row * p.k_cache_stride), p.k_cache_stride,
-              ptr_at<const T>(p.k, src_row * p.k_stride), p.k_stride, p.heads, p.head_dim, p.vec);
+              ptr_at<const T>(p.k, t * p.k_token_stride), p.k_stride, p.heads, p.head_dim, p.vec);
     copy_rows(ptr_at<T>(p.v_cache, dst_row * p.v_cache_stride), p.v_cache_stride,
-              ptr_at<const T>(p.v, src_row * p.v_stride), p.v_stride, p.heads, p.head_dim, p.vec);
+              ptr_at<const T>(p.v, t * p.v_token_stride), p.v_stride, p.heads, p.head_dim, p.vec);
   }
 }
 

@@ -26,9 +26,10 @@ layout(push_constant) uniform Push {
   uint heads, dim, capacity; /* capacity = blocks * block_size */
   uint kc_offset, kc_row_stride;
   uint vc_offset, vc_row_stride;
-  uint k_offset, k_row_stride;
+  uint k_offset, k_row_stride; /* k, v: row (t, h) at t * token_stride + h * row_stride */
   uint v_offset, v_row_stride;
   uint slots_offset;
+  uint k_token_stride, v_token_stride;
 } p;
 
 /* The cache row (slot * heads + h) for row t * heads + h of k and v, or
@@ -62,8 +63,9 @@ void copy_words() {
       int cr = cache_row(row, col);
       if (cr < 0) continue;
       live[j] = true;
-      kw[j] = k_v[(p.k_offset + row * p.k_row_stride) / per_word + col];
-      vw[j] = v_v[(p.v_offset + row * p.v_row_stride) / per_word + col];
+      uint t = row / p.heads, h = row - t * p.heads;
+      kw[j] = k_v[(p.k_offset + t * p.k_token_stride + h * p.k_row_stride) / per_word + col];
+      vw[j] = v_v[(p.v_offset + t * p.v_token_stride + h * p.v_row_stride) / per_word + col];
       kci[j] = (p.kc_offset + uint(cr) * p.kc_row_stride) / per_word + col;
       vci[j] = (p.vc_offset + uint(cr) * p.vc_row_stride) / per_word + col;
     }
@@ -94,7 +96,8 @@ void main() {
       continue;
     }
     uint cache_row = uint(slot) * p.heads + h;
-    uint ki = p.k_offset + row * p.k_row_stride + col, vi = p.v_offset + row * p.v_row_stride + col;
+    uint ki = p.k_offset + t * p.k_token_stride + h * p.k_row_stride + col;
+    uint vi = p.v_offset + t * p.v_token_stride + h * p.v_row_stride + col;
     uint kci = p.kc_offset + cache_row * p.kc_row_stride + col;
     uint vci = p.vc_offset + cache_row * p.vc_row_stride + col;
     if (VECTORS != 0u) {
