@@ -68,6 +68,7 @@ struct gllmk_plugin_device {
   CUdeviceptr retired[8];
   int retired_count;
   int capturing;  /* between record_begin and record_end */
+  int planning;   /* cuda_supports: op functions choose kernels, launch nothing */
   int recordings; /* live native recordings */
   /* Timestamps (gllmk_context_set_timing): one event per mark since the
    * last read, and the host time of the first. */
@@ -118,6 +119,10 @@ gllmk_status cuda_mem_import(gllmk_plugin_device *dev, uint32_t kind, uint64_t a
 gllmk_status cuda_mem_address(gllmk_plugin_device *dev, gllmk_plugin_memory *memory, uint32_t *out_kind,
                               uint64_t *out_address);
 void cuda_graph_close(gllmk_plugin_device *dev);
+
+/* Whether a validated call would run here: the op's own kernel choice,
+ * planned without launching (cuda_ops.c). */
+gllmk_status cuda_supports(gllmk_plugin_device *dev, gllmk_op op, const void *args);
 
 /* Op entry points (cuda_ops.c). */
 #define GLLMK_OP(name) \

@@ -674,3 +674,17 @@ static gllmk_status run_sample(gllmk_plugin_device *dev, const gllmk_sample_args
     return status;                                                                             \
   }
 #include "gllmk/gllmk_ops.def"
+
+/* Only rope (16-bit rotary_dim past what shared memory holds) and attention
+ * (a head dim or grid past the device's limits) can refuse a valid call:
+ * their host code runs as for a launch, launching nothing, and answers. */
+gllmk_status cuda_supports(gllmk_plugin_device *dev, gllmk_op op, const void *args) {
+  if (op != GLLMK_OP_rope && op != GLLMK_OP_attention && op != GLLMK_OP_paged_attention)
+    return GLLMK_OK;
+  dev->planning = 1;
+  const gllmk_status status = op == GLLMK_OP_rope        ? run_rope(dev, args)
+                              : op == GLLMK_OP_attention ? run_attention(dev, args)
+                                                         : run_paged_attention(dev, args);
+  dev->planning = 0;
+  return status;
+}

@@ -197,12 +197,17 @@ void cuda_leave(gllmk_plugin_device *dev) {
 
 gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t gx, uint32_t gy,
                          uint32_t gz, uint32_t threads, uint32_t smem, void *params) {
+  if (dev->planning) return GLLMK_OK;
   void *args[1] = {params};
   return cuda_check(cu.cuLaunchKernel(dev->kernels[kernel], gx, gy, gz, threads, 1, 1, smem, dev->stream, args, NULL),
                     "cuLaunchKernel");
 }
 
 gllmk_status cuda_scratch(gllmk_plugin_device *dev, size_t bytes, CUdeviceptr *out) {
+  if (dev->planning) {
+    *out = 0;
+    return GLLMK_OK;
+  }
   if (dev->scratch_size < bytes) {
     if (dev->capturing)
       return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention scratch cannot grow while recording");
@@ -511,6 +516,7 @@ static const gllmk_plugin cuda_plugin = {
     .mem_read = cuda_mem_read,
     .mem_copy = cuda_mem_copy,
     .mem_fill = cuda_mem_fill,
+    .supports = cuda_supports,
     .mem_import = cuda_mem_import,
     .mem_address = cuda_mem_address,
     .record_begin = cuda_record_begin,

@@ -75,12 +75,31 @@ void vk_buffer_destroy(gllmk_plugin_device *dev, gllmk_plugin_memory *mem) {
   mem->memory = VK_NULL_HANDLE;
 }
 
+void vk_shared_release(gllmk_plugin_device *dev, vk_shared_memory *shared) {
+  if (--shared->refs > 0) return;
+  vk_buffer_destroy(dev, &shared->mem);
+  free(shared);
+}
+
+/* Lets go of dev->scratch: destroyed, or left to the recordings holding it. */
+static void vk_scratch_drop(gllmk_plugin_device *dev) {
+  if (dev->scratch_shared) {
+    vk_shared_release(dev, dev->scratch_shared);
+    dev->scratch_shared = NULL;
+    memset(&dev->scratch, 0, sizeof dev->scratch);
+  } else {
+    vk_buffer_destroy(dev, &dev->scratch);
+  }
+}
+
 gllmk_status vk_scratch_reserve(gllmk_plugin_device *dev, uint64_t size) {
-  if (dev->scratch.buffer && dev->scratch.size >= size) return GLLMK_OK;
+  if (dev->dry_run || (dev->scratch.buffer && dev->scratch.size >= size)) return GLLMK_OK;
   if (dev->scratch.buffer) {
+    /* Queued work may use it. Recordings captured with it keep it alive
+     * (vk_capture_set), each waiting for its own replays when freed. */
     gllmk_status s = vk_wait_idle(dev);
     if (s != GLLMK_OK) return s;
-    vk_buffer_destroy(dev, &dev->scratch);
+    vk_scratch_drop(dev);
   }
   const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
   return vk_buffer_create(dev, size + size / 4, usage, VK_MEMORY_DEVICE, &dev->scratch);
@@ -107,7 +126,7 @@ static double vk_seconds(void) {
  * work, which cost gllmk-bench's bandwidth rows up to 40%; polling did not
  * slow the device. Like CUDA's default, a wait spins while the work is
  * short, and only a long one leaves the core. */
-static gllmk_status vk_wait_value(gllmk_plugin_device *dev, uint64_t value) {
+gllmk_status vk_wait_value(gllmk_plugin_device *dev, uint64_t value) {
   if (value == 0) return GLLMK_OK;
   double deadline = 0.0;
   for (;;) {
@@ -129,6 +148,9 @@ static gllmk_status vk_wait_value(gllmk_plugin_device *dev, uint64_t value) {
 }
 
 gllmk_status vk_frame_get(gllmk_plugin_device *dev, vk_frame **out_frame) {
+  if (dev->capture)
+    return vk_host->fail(GLLMK_ERR_UNSUPPORTED,
+                         "vulkan: a command outside a kernel launch cannot be captured");
   vk_frame *f = &dev->frames[dev->frame_index];
   *out_frame = f;
   if (f->recording) return GLLMK_OK;
@@ -147,9 +169,10 @@ gllmk_status vk_frame_get(gllmk_plugin_device *dev, vk_frame **out_frame) {
   return GLLMK_OK;
 }
 
-void vk_cmd_order(gllmk_plugin_device *dev, vk_frame *frame) {
-  /* The first command of a frame is ordered after the previous frames too:
-   * a barrier's first scope covers everything earlier on the queue. */
+void vk_cmd_barrier(gllmk_plugin_device *dev, VkCommandBuffer cmd) {
+  /* The first command of a frame (or of a recording's command buffer) is
+   * ordered after the previous submissions too: a barrier's first scope
+   * covers everything earlier on the queue. */
   const VkPipelineStageFlags stages =
       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -157,40 +180,64 @@ void vk_cmd_order(gllmk_plugin_device *dev, vk_frame *frame) {
                         .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                                          VK_ACCESS_TRANSFER_READ_BIT |
                                          VK_ACCESS_TRANSFER_WRITE_BIT};
-  dev->fn.vkCmdPipelineBarrier(frame->cmd, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+  dev->fn.vkCmdPipelineBarrier(cmd, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+void vk_cmd_order(gllmk_plugin_device *dev, vk_frame *frame) {
+  vk_cmd_barrier(dev, frame->cmd);
   frame->commands++;
 }
 
-gllmk_status vk_submit(gllmk_plugin_device *dev) {
-  vk_frame *f = &dev->frames[dev->frame_index];
-  if (!f->recording) return GLLMK_OK;
-  f->recording = 0;
-  /* Make every device write visible to the host once the frame is done. */
+void vk_cmd_host_barrier(gllmk_plugin_device *dev, VkCommandBuffer cmd) {
   VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
                         .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
   const VkPipelineStageFlags device_stages =
       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  dev->fn.vkCmdPipelineBarrier(f->cmd, device_stages, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0,
-                               NULL, 0, NULL);
-  VkResult r = dev->fn.vkEndCommandBuffer(f->cmd);
-  if (r != VK_SUCCESS) return vk_fail(r, "vkEndCommandBuffer");
+  dev->fn.vkCmdPipelineBarrier(cmd, device_stages, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL,
+                               0, NULL);
+}
+
+gllmk_status vk_submit_with(gllmk_plugin_device *dev, VkCommandBuffer extra,
+                            uint64_t *out_value) {
+  if (out_value) *out_value = 0;
+  vk_frame *f = &dev->frames[dev->frame_index];
+  VkCommandBuffer cmds[2];
+  uint32_t count = 0;
+  int frame_ended = f->recording;
+  if (f->recording) {
+    f->recording = 0;
+    /* Make every device write visible to the host once the frame is done. */
+    vk_cmd_host_barrier(dev, f->cmd);
+    VkResult r = dev->fn.vkEndCommandBuffer(f->cmd);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkEndCommandBuffer");
+    cmds[count++] = f->cmd;
+  }
+  if (extra) cmds[count++] = extra;
+  if (count == 0) return GLLMK_OK;
   uint64_t value = dev->last_submitted + 1;
   VkTimelineSemaphoreSubmitInfo ts = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
                                       .signalSemaphoreValueCount = 1,
                                       .pSignalSemaphoreValues = &value};
   VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                      .pNext = &ts,
-                     .commandBufferCount = 1,
-                     .pCommandBuffers = &f->cmd,
+                     .commandBufferCount = count,
+                     .pCommandBuffers = cmds,
                      .signalSemaphoreCount = 1,
                      .pSignalSemaphores = &dev->timeline};
-  r = dev->fn.vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE);
+  VkResult r = dev->fn.vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE);
   if (r != VK_SUCCESS) return vk_fail(r, "vkQueueSubmit");
   dev->last_submitted = value;
-  f->done_value = value;
-  dev->frame_index = (dev->frame_index + 1) % VK_FRAMES;
+  if (frame_ended) {
+    f->done_value = value;
+    dev->frame_index = (dev->frame_index + 1) % VK_FRAMES;
+  }
+  if (out_value) *out_value = value;
   return GLLMK_OK;
+}
+
+gllmk_status vk_submit(gllmk_plugin_device *dev) {
+  return vk_submit_with(dev, VK_NULL_HANDLE, NULL);
 }
 
 gllmk_status vk_command_recorded(gllmk_plugin_device *dev, vk_frame *frame) {
@@ -222,6 +269,20 @@ gllmk_status vk_arena_reserve(gllmk_plugin_device *dev, uint64_t size, vk_frame 
   *out_frame = f;
   *out_offset = f->arena_offset + f->arena_used;
   f->arena_used += (size + 255) & ~(uint64_t)255;
+  return GLLMK_OK;
+}
+
+gllmk_status vk_upload_reserve(gllmk_plugin_device *dev, uint64_t size, vk_upload *out) {
+  if (dev->dry_run) {
+    *out = (vk_upload){&dev->arena, 0, NULL};
+    return GLLMK_OK;
+  }
+  if (dev->capture) return vk_capture_upload(dev, size, out);
+  vk_frame *f;
+  uint64_t at;
+  gllmk_status s = vk_arena_reserve(dev, size, &f, &at);
+  if (s != GLLMK_OK) return s;
+  *out = (vk_upload){&dev->arena, at, dev->arena_map + at};
   return GLLMK_OK;
 }
 
@@ -431,6 +492,7 @@ gllmk_status vk_open(const gllmk_plugin_open_options *options, gllmk_plugin_devi
     vk_close(dev);
     return s;
   }
+  vk_timestamps_init(dev);
   *out_device = dev;
   return GLLMK_OK;
 }
@@ -438,11 +500,14 @@ gllmk_status vk_open(const gllmk_plugin_open_options *options, gllmk_plugin_devi
 void vk_close(gllmk_plugin_device *dev) {
   if (!dev) return;
   if (dev->device) {
+    if (dev->capture) vk_recording_destroy(dev, dev->capture); /* never ended */
+    dev->capture = NULL;
     if (dev->queue) vk_wait_idle(dev); /* a failure here leaves nothing to report it to */
     for (uint32_t i = 0; i < VK_FRAMES; i++)
       if (dev->frames[i].recording) dev->fn.vkEndCommandBuffer(dev->frames[i].cmd);
     dev->fn.vkDeviceWaitIdle(dev->device);
     vk_pipelines_destroy(dev);
+    vk_timestamps_destroy(dev);
     for (uint32_t i = 0; i < VK_FRAMES; i++) {
       vk_frame *f = &dev->frames[i];
       if (f->descriptor_pool)
@@ -452,7 +517,7 @@ void vk_close(gllmk_plugin_device *dev) {
     vk_buffer_destroy(dev, &dev->arena);
     vk_buffer_destroy(dev, &dev->error_word);
     vk_buffer_destroy(dev, &dev->null_buffer);
-    vk_buffer_destroy(dev, &dev->scratch);
+    vk_scratch_drop(dev); /* recordings are freed before their device */
     vk_buffer_destroy(dev, &dev->arrivals);
     if (dev->pipeline_cache) dev->fn.vkDestroyPipelineCache(dev->device, dev->pipeline_cache, NULL);
     if (dev->pipeline_layout)

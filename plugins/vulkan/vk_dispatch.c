@@ -58,7 +58,10 @@ static uint64_t vk_call_bind_range(vk_call *call, uint32_t slot, VkBuffer buffer
   uint64_t align = lim->minStorageBufferOffsetAlignment ? lim->minStorageBufferOffsetAlignment : 1;
   uint64_t base = offset - offset % align;
   uint64_t range = (offset - base + size + 3) & ~(uint64_t)3;
-  if (range > buffer_size - base) range = buffer_size - base;
+  /* A dry run (supports) has not grown the scratch space to what the call
+   * would: its binding keeps the range the call would bind. */
+  int unsized = call->dev->dry_run && buffer == call->dev->scratch.buffer;
+  if (!unsized && range > buffer_size - base) range = buffer_size - base;
   if (range > lim->maxStorageBufferRange)
     vk_call_failed(call, GLLMK_ERR_UNSUPPORTED,
                    "vulkan: a tensor spanning %llu bytes exceeds this device's "
@@ -76,10 +79,6 @@ uint32_t vk_call_tensor(vk_call *call, uint32_t slot, const gllmk_tensor *t) {
     span += (uint64_t)(t->shape[i] - 1) * (uint64_t)t->strides[i];
   uint64_t base = vk_call_bind_range(call, slot, mem->buffer, mem->size, t->offset, span * esize);
   return vk_call_u32(call, (int64_t)((t->offset - base) / esize), "a tensor offset");
-}
-
-void vk_call_arena(vk_call *call, uint32_t slot, uint64_t offset, uint64_t size) {
-  call->bindings[slot] = (VkDescriptorBufferInfo){call->dev->arena.buffer, offset, size};
 }
 
 void vk_call_memory(vk_call *call, uint32_t slot, gllmk_plugin_memory *mem, uint64_t offset,
@@ -113,12 +112,22 @@ gllmk_status vk_call_run(vk_call *call, const void *push, uint32_t push_size, ui
                          uint64_t groups_y, uint64_t groups_z) {
   gllmk_plugin_device *dev = call->dev;
   if (call->status != GLLMK_OK) return vk_host->fail(call->status, "%s", call->message);
+  if (dev->dry_run) return GLLMK_OK; /* supports(): the launch would be accepted */
   VkPipeline pipeline;
   gllmk_status s = vk_pipeline_get(dev, &call->key, &pipeline);
   if (s != GLLMK_OK) return s;
-  vk_frame *frame;
+  /* Into the frame being recorded, or while capturing into the recording's
+   * command buffer, with a descriptor set the recording owns. */
+  vk_frame *frame = NULL;
   VkDescriptorSet set;
-  s = vk_descriptor_set(dev, &frame, &set);
+  VkCommandBuffer cmd;
+  if (dev->capture) {
+    s = vk_capture_set(dev, call->bindings, &set);
+    cmd = dev->capture->cmd;
+  } else {
+    s = vk_descriptor_set(dev, &frame, &set);
+    cmd = frame ? frame->cmd : VK_NULL_HANDLE;
+  }
   if (s != GLLMK_OK) return s;
 
   VkDescriptorBufferInfo infos[VK_BINDINGS];
@@ -134,13 +143,14 @@ gllmk_status vk_call_run(vk_call *call, const void *push, uint32_t push_size, ui
   dev->fn.vkUpdateDescriptorSets(dev->device, 1, &w, 0, NULL);
 
   const uint32_t *max = dev->phys->limits.maxComputeWorkGroupCount;
-  vk_cmd_order(dev, frame);
-  dev->fn.vkCmdBindPipeline(frame->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-  dev->fn.vkCmdBindDescriptorSets(frame->cmd, VK_PIPELINE_BIND_POINT_COMPUTE,
-                                  dev->pipeline_layout, 0, 1, &set, 0, NULL);
-  dev->fn.vkCmdPushConstants(frame->cmd, dev->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                             push_size, push);
-  dev->fn.vkCmdDispatch(frame->cmd, vk_clamp_groups(groups_x, max[0]),
-                        vk_clamp_groups(groups_y, max[1]), vk_clamp_groups(groups_z, max[2]));
-  return vk_command_recorded(dev, frame);
+  if (frame) vk_cmd_order(dev, frame);
+  else vk_cmd_barrier(dev, cmd);
+  dev->fn.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+  dev->fn.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dev->pipeline_layout, 0, 1,
+                                  &set, 0, NULL);
+  dev->fn.vkCmdPushConstants(cmd, dev->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size,
+                             push);
+  dev->fn.vkCmdDispatch(cmd, vk_clamp_groups(groups_x, max[0]), vk_clamp_groups(groups_y, max[1]),
+                        vk_clamp_groups(groups_z, max[2]));
+  return frame ? vk_command_recorded(dev, frame) : GLLMK_OK;
 }

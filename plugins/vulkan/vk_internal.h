@@ -13,6 +13,11 @@
  * run out of submitted work (so that it computes while the host records),
  * or when the host needs results; the host waits on the timeline value of a
  * frame before reusing it. Waits poll the timeline before blocking.
+ *
+ * Native recordings (vk_record.c) capture kernel launches into a command
+ * buffer of their own, with descriptor sets, uploads and scratch references
+ * they own, and a replay submits it after the frame being recorded. supports()
+ * runs an op function in a dry run (dev->dry_run). Timestamps: vk_timing.c.
  */
 #ifndef GLLMK_VK_INTERNAL_H_
 #define GLLMK_VK_INTERNAL_H_
@@ -212,6 +217,30 @@ typedef struct vk_frame {
   uint64_t arena_used;
 } vk_frame;
 
+/* Device timestamps (vk_timing.c): query pools of VK_MARKS_PER_POOL,
+ * added as marks need them and kept for the device's life. The entry points
+ * are resolved at open, optional: without them, or on a queue family with
+ * no timestamp bits, mark() answers GLLMK_ERR_UNSUPPORTED. */
+#define VK_MARKS_PER_POOL 1024
+#define VK_TIMESTAMP_SYMBOLS(X) \
+  X(vkCreateQueryPool)          \
+  X(vkDestroyQueryPool)         \
+  X(vkCmdResetQueryPool)        \
+  X(vkCmdWriteTimestamp)        \
+  X(vkGetQueryPoolResults)
+
+typedef struct vk_timestamps {
+#define VK_TIMESTAMP_FN(n) PFN_##n n;
+  VK_TIMESTAMP_SYMBOLS(VK_TIMESTAMP_FN)
+#undef VK_TIMESTAMP_FN
+  int usable;
+  uint64_t mask;         /* timestampValidBits as a mask */
+  double period;         /* nanoseconds per tick */
+  VkQueryPool *pools;
+  uint32_t pool_count;
+  uint32_t marks;        /* made since the last marks_read */
+} vk_timestamps;
+
 struct gllmk_plugin_device {
   const vk_physical *phys;
   vk_device_api fn;
@@ -236,6 +265,16 @@ struct gllmk_plugin_device {
   /* Device-local counters of workgroups arrived (argmax.comp), one word per
    * row; every kernel that counts in them leaves them zero. */
   gllmk_plugin_memory arrivals;
+  /* Set while native recordings refer to the current dev->scratch: it then
+   * outlives its replacement until the last of them is freed. */
+  struct vk_shared_memory *scratch_shared;
+  /* Between record_begin and record_end: the recording that kernel launches
+   * go to instead of the frames (vk_record.c). */
+  gllmk_plugin_recording *capture;
+  /* Set while supports() runs an op function: launches are checked, not
+   * recorded, and nothing is reserved (vk_record.c). */
+  int dry_run;
+  vk_timestamps timestamps;
 };
 #define VK_ARRIVAL_WORDS 4096
 
@@ -252,11 +291,35 @@ void vk_buffer_destroy(gllmk_plugin_device *dev, gllmk_plugin_memory *mem);
  * replacing a smaller one; queued work is ordered, so reuse is safe). */
 gllmk_status vk_scratch_reserve(gllmk_plugin_device *dev, uint64_t size);
 
+/* A buffer that native recordings may keep alive after the device has let
+ * it go (the scratch space they were captured with). refs counts the device
+ * (while it is dev->scratch) and each recording holding it. */
+typedef struct vk_shared_memory {
+  gllmk_plugin_memory mem;
+  uint32_t refs;
+} vk_shared_memory;
+/* Drops one reference; the last destroys the buffer. */
+void vk_shared_release(gllmk_plugin_device *dev, vk_shared_memory *shared);
+
 /* The frame being recorded, begun (after waiting for its previous use) if
- * needed. */
+ * needed. Refused (GLLMK_ERR_UNSUPPORTED) while capturing a recording: what
+ * an op would record there could not be replayed. */
 gllmk_status vk_frame_get(gllmk_plugin_device *dev, vk_frame **out_frame);
 /* Records the barrier that orders the next command after all earlier ones. */
 void vk_cmd_order(gllmk_plugin_device *dev, vk_frame *frame);
+/* The same barrier into any command buffer (a recording's). */
+void vk_cmd_barrier(gllmk_plugin_device *dev, VkCommandBuffer cmd);
+/* Records into `cmd` the barrier that makes every device write visible to
+ * the host once the work before it is done (the end of every submission). */
+void vk_cmd_host_barrier(gllmk_plugin_device *dev, VkCommandBuffer cmd);
+/* Submits the frame being recorded (if any) followed by `extra` (a
+ * recording's command buffer, or VK_NULL_HANDLE) in one batch, signalling
+ * the next timeline value; *out_value (may be NULL) gets that value, or 0 if
+ * nothing was submitted. */
+gllmk_status vk_submit_with(gllmk_plugin_device *dev, VkCommandBuffer extra,
+                            uint64_t *out_value);
+/* Waits until the timeline reaches `value` (0: returns at once). */
+gllmk_status vk_wait_value(gllmk_plugin_device *dev, uint64_t value);
 /* Called after recording a command into `frame`: submits the frame when it
  * is full, or when it holds a few commands and the device has finished all
  * submitted work. */
@@ -272,6 +335,18 @@ gllmk_status vk_fail(VkResult result, const char *what);
  * frame when the current one is full. size <= VK_ARENA_BYTES. */
 gllmk_status vk_arena_reserve(gllmk_plugin_device *dev, uint64_t size, vk_frame **out_frame,
                               uint64_t *out_offset);
+
+/* Host-written parameters a kernel reads (rope's table): `size` bytes at
+ * `offset` of `mem`, written by the host through `map` before the launch
+ * that binds them (with vk_call_memory). In the current frame's arena
+ * normally; while capturing, in memory the recording owns (kept as long as
+ * it is, never reused); in a dry run, map is NULL (write nothing). */
+typedef struct vk_upload {
+  gllmk_plugin_memory *mem;
+  uint64_t offset;
+  uint8_t *map;
+} vk_upload;
+gllmk_status vk_upload_reserve(gllmk_plugin_device *dev, uint64_t size, vk_upload *out);
 
 /* Pipelines (built on first use and kept for the device's life). */
 gllmk_status vk_pipeline_get(gllmk_plugin_device *dev, const vk_pipeline_key *key,
@@ -294,9 +369,8 @@ void vk_call_init(vk_call *call, gllmk_plugin_device *dev, vk_kernel kernel, int
 /* Binds a tensor to `slot` and returns its element offset from the bound
  * start (what the kernel adds to every index). */
 uint32_t vk_call_tensor(vk_call *call, uint32_t slot, const gllmk_tensor *tensor);
-/* Binds `size` bytes of the device's arena at `offset` to `slot`. */
-void vk_call_arena(vk_call *call, uint32_t slot, uint64_t offset, uint64_t size);
-/* Binds raw bytes of a memory (mem_fill's partial words, the scratch space). */
+/* Binds raw bytes of a memory (mem_fill's partial words, the scratch space,
+ * a vk_upload). */
 void vk_call_memory(vk_call *call, uint32_t slot, gllmk_plugin_memory *mem, uint64_t offset,
                     uint64_t size);
 /* A 64-bit count or stride as the uint32 a kernel takes (fails the call if
@@ -367,6 +441,46 @@ static inline int64_t vk_numel(const gllmk_tensor *t) {
 gllmk_status vk_copy_words(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t dst_offset,
                            gllmk_plugin_memory *src, uint64_t src_offset, uint64_t size);
 
+/* ---------------------------------------------------------------- recordings */
+
+/* A native recording (vk_record.c): one command buffer, recorded once
+ * between record_begin and record_end and submitted by every replay, and
+ * everything it refers to that the device would otherwise reuse or replace:
+ * its descriptor sets (pools of VK_FRAME_SETS), the host-visible memory of
+ * its uploads (rope's tables), and a reference to each scratch buffer its
+ * launches bind. Tensors' buffers it does not own (the core refuses a replay
+ * once one is freed), nor the device's permanent buffers (error word,
+ * arrival counters, null buffer). */
+struct gllmk_plugin_recording {
+  VkCommandPool command_pool;
+  VkCommandBuffer cmd;
+  uint32_t commands;
+  uint64_t done_value; /* timeline value of its last replay (0: none) */
+  VkDescriptorPool *pools;
+  uint32_t pool_count, sets_in_last;
+  gllmk_plugin_memory *uploads; /* host-visible chunks, each mapped */
+  uint8_t **upload_maps;
+  uint32_t upload_count;
+  uint64_t upload_used; /* in the last chunk */
+  vk_shared_memory **scratch;
+  uint32_t scratch_count;
+};
+
+/* Capture-mode pieces of vk_call_run (vk_record.c): a descriptor set the
+ * recording owns for a launch with these bindings (holding the scratch
+ * space they use; refusing the per-frame arena), and the count of
+ * commands recorded. */
+gllmk_status vk_capture_set(gllmk_plugin_device *dev, const VkDescriptorBufferInfo *bindings,
+                            VkDescriptorSet *out_set);
+gllmk_status vk_capture_upload(gllmk_plugin_device *dev, uint64_t size, vk_upload *out);
+/* Frees a recording's resources (waiting for its last replay first). */
+void vk_recording_destroy(gllmk_plugin_device *dev, gllmk_plugin_recording *rec);
+
+/* Timestamps: set up at open (never fails: unusable timestamps only make
+ * mark() refuse), destroyed at close. */
+void vk_timestamps_init(gllmk_plugin_device *dev);
+void vk_timestamps_destroy(gllmk_plugin_device *dev);
+
 /* ---------------------------------------------------------------- entries */
 
 gllmk_status vk_probe(const gllmk_plugin_host *host, uint32_t *out_count, char *reason,
@@ -387,6 +501,14 @@ gllmk_status vk_mem_copy(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uin
                          gllmk_plugin_memory *src, uint64_t src_offset, uint64_t size);
 gllmk_status vk_mem_fill(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t offset,
                          uint64_t size, uint8_t value);
+
+gllmk_status vk_supports(gllmk_plugin_device *dev, gllmk_op op, const void *args);
+gllmk_status vk_record_begin(gllmk_plugin_device *dev);
+gllmk_status vk_record_end(gllmk_plugin_device *dev, gllmk_plugin_recording **out_recording);
+gllmk_status vk_record_replay(gllmk_plugin_device *dev, gllmk_plugin_recording *rec);
+void vk_record_free(gllmk_plugin_device *dev, gllmk_plugin_recording *rec);
+gllmk_status vk_mark(gllmk_plugin_device *dev, uint32_t *out_id);
+gllmk_status vk_marks_read(gllmk_plugin_device *dev, uint32_t count, uint64_t *out_ns);
 
 #define GLLMK_OP(name) \
   gllmk_status vk_##name(gllmk_plugin_device *dev, const gllmk_##name##_args *args);

@@ -153,15 +153,16 @@ gllmk_status vk_softmax(gllmk_plugin_device *dev, const gllmk_softmax_args *args
 
 gllmk_status vk_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
   /* Pair j turns by position * theta^(-2j / rotary_dim) radians: passed as
-   * turns per position, a binary fraction in 64 bits computed in double. */
+   * turns per position, a binary fraction in 64 bits computed in double.
+   * The table depends on the arguments alone, so a recording keeps it (in
+   * its own upload memory) for every replay. */
   uint32_t pairs = (uint32_t)args->rotary_dim / 2;
   uint64_t table_bytes = (uint64_t)pairs * sizeof(uint64_t);
-  vk_frame *frame;
-  uint64_t table_at;
-  gllmk_status s = vk_arena_reserve(dev, table_bytes, &frame, &table_at);
+  vk_upload table_up;
+  gllmk_status s = vk_upload_reserve(dev, table_bytes, &table_up);
   if (s != GLLMK_OK) return s;
-  uint64_t *table = (uint64_t *)(void *)(dev->arena_map + table_at);
-  for (uint32_t j = 0; j < pairs; j++) {
+  uint64_t *table = (uint64_t *)(void *)table_up.map;
+  for (uint32_t j = 0; table && j < pairs; j++) {
     double radians = pow((double)args->theta, -2.0 * j / (double)args->rotary_dim);
     double turns = radians / (2.0 * M_PI); /* < 1 */
     table[j] = (uint64_t)ldexp(turns, 64); /* read as uvec2 (lo, hi): little endian */
@@ -188,7 +189,7 @@ gllmk_status vk_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
   push.x_head_stride = vk_call_stride(&call, x, 1);
   push.pos_offset = vk_call_tensor(&call, 2, args->positions);
   push.pos_stride = vk_call_stride(&call, args->positions, 0);
-  vk_call_arena(&call, 3, table_at, table_bytes);
+  vk_call_memory(&call, 3, table_up.mem, table_up.offset, table_bytes);
   uint32_t heads = out->dtype == GLLMK_F32 ? VK_ROPE_HEADS_F32 : VK_ROPE_HEADS_16;
   /* Steps of 8 pairs (or copied elements) through `heads` heads. */
   uint32_t multiples = push.out_offset | push.out_token_stride | push.out_head_stride |

@@ -480,6 +480,13 @@ static const gllmk_plugin vk_plugin = {
     .mem_fill = vk_mem_fill,
     .ops = &vk_ops,
     .ops_size = sizeof vk_ops,
+    .supports = vk_supports,
+    .record_begin = vk_record_begin,
+    .record_end = vk_record_end,
+    .record_replay = vk_record_replay,
+    .record_free = vk_record_free,
+    .mark = vk_mark,
+    .marks_read = vk_marks_read,
 };
 
 GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void) { return &vk_plugin; }

@@ -9,7 +9,7 @@ import sys
 
 def rows(path):
     with open(path) as f:
-        return {(r["name"], r["dtype"], r["shape"]): r for r in json.load(f)}
+        return {(r["name"], r["dtype"], r["shape"]): r for r in json.load(f) if "name" in r}
 
 
 def main():

@@ -155,10 +155,15 @@ def peer_for(row):
     return None
 
 
+def op_rows(rows):
+    """The per-op rows (the recordings row has no PyTorch peer)."""
+    return [r for r in rows if "name" in r]
+
+
 def bench_rows(build, quick, bench_json):
     if bench_json:  # rows of an earlier `gllmk-bench --backend cuda --json` run
         with open(bench_json) as f:
-            return json.load(f)
+            return op_rows(json.load(f))
     exe = os.path.join(build, "bin", "gllmk-bench")
     if not os.path.exists(exe):
         print(f"torch_peer: {exe} not found; skipping the gllmk-bench rows", file=sys.stderr)
@@ -168,7 +173,7 @@ def bench_rows(build, quick, bench_json):
     if done.returncode not in (0, 1):
         print(f"torch_peer: {' '.join(cmd)} exited {done.returncode}:\n{done.stderr}", file=sys.stderr)
     try:
-        return json.loads(done.stdout)
+        return op_rows(json.loads(done.stdout))
     except json.JSONDecodeError:
         print(f"torch_peer: gllmk-bench printed no JSON:\n{done.stdout[-2000:]}", file=sys.stderr)
         return []
@@ -184,7 +189,8 @@ class Tensor(ctypes.Structure):
 
 class ContextOptions(ctypes.Structure):
     _fields_ = [("backend", ctypes.c_char_p), ("device_index", ctypes.c_uint32), ("num_threads", ctypes.c_uint32),
-                ("exclude", ctypes.c_void_p), ("exclude_count", ctypes.c_uint32), ("plugin_dir", ctypes.c_char_p)]
+                ("exclude", ctypes.c_void_p), ("exclude_count", ctypes.c_uint32), ("plugin_dir", ctypes.c_char_p),
+                ("queue", ctypes.c_void_p)]
 
 
 TP = ctypes.POINTER(Tensor)
@@ -216,6 +222,13 @@ class Gllmk:
         self.lib = ctypes.CDLL(os.path.join(build, "lib", "libgllmk.so.0"))
         self.lib.gllmk_last_error.restype = ctypes.c_char_p
         self.lib.gllmk_status_string.restype = ctypes.c_char_p
+        self.lib.gllmk_op_name.restype = ctypes.c_char_p
+        self.lib.gllmk_op_run.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+        # Ops are called through gllmk_op_run with their id and struct size
+        # (the gllmk_<op> functions are inline in the header).
+        self.op_ids = {}
+        while self.lib.gllmk_op_name(len(self.op_ids)):
+            self.op_ids[self.lib.gllmk_op_name(len(self.op_ids)).decode()] = len(self.op_ids)
         self.ctx = ctypes.c_void_p()
         self.buffers = []
 
@@ -227,7 +240,8 @@ class Gllmk:
     def create(self):
         opts = ContextOptions(backend=b"cuda")
         start = time.perf_counter()
-        self.check(self.lib.gllmk_context_create(ctypes.byref(opts), ctypes.byref(self.ctx)), "context_create")
+        self.check(self.lib.gllmk_context_create_ex(ctypes.byref(opts), ctypes.sizeof(opts), ctypes.byref(self.ctx)),
+                   "context_create")
         return time.perf_counter() - start
 
     def destroy(self):
@@ -261,8 +275,8 @@ class Gllmk:
 
     def time(self, op, args, reps=20):
         """Median seconds per call, from batches of calls between synchronizations."""
-        fn = getattr(self.lib, "gllmk_" + op)
-        call = lambda: self.check(fn(self.ctx, ctypes.byref(args)), op)
+        op_id = self.op_ids[op]
+        call = lambda: self.check(self.lib.gllmk_op_run(self.ctx, op_id, ctypes.byref(args), ctypes.sizeof(args)), op)
         for _ in range(3):
             call()
         self.check(self.lib.gllmk_synchronize(self.ctx), "synchronize")
