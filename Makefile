@@ -21,10 +21,15 @@ PLUGINDIR    := $(LIBDIR)/gllmk
 DOCDIR       ?= $(PREFIX)/share/doc/gllmk
 DESTDIR      ?=
 
+# SANITIZE=1: AddressSanitizer + UBSan; SANITIZE=thread: ThreadSanitizer
+# (docs/testing.md). Each has its own build tree.
 SANITIZE     ?= 0
 ifeq ($(SANITIZE),1)
 B            := build/sanitize
 SAN_FLAGS    := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else ifeq ($(SANITIZE),thread)
+B            := build/tsan
+SAN_FLAGS    := -fsanitize=thread -fno-omit-frame-pointer
 else
 B            := build
 SAN_FLAGS    :=

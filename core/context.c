@@ -2,7 +2,6 @@
  * context.c - contexts (one plugin device each) and buffers, both reached
  * through checked handles (handles.c).
  */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,7 +122,7 @@ void gllmk_context_destroy(gllmk_context *handle) {
   while (context->buffers) gllmk_buffer_free(context->buffers->handle);
   context->plugin->close(context->device);
   core_timing_reset(context);
-  dlclose(context->dl_handle);
+  core_plugin_unload(context->dl_handle);
   free(context);
 }
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,17 @@
 
 #define PLUGIN_PREFIX "gllmk-"
 #define PLUGIN_SUFFIX ".so"
+
+/* Held while a plugin is loaded, queried (probe, device_info, describe) or
+ * unloaded, by any thread: see load_plugin. Recursive: a plugin refused
+ * while loading is unloaded with it held. */
+static pthread_mutex_t plugin_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+void core_plugin_unload(void *handle) {
+  pthread_mutex_lock(&plugin_lock);
+  dlclose(handle);
+  pthread_mutex_unlock(&plugin_lock);
+}
 
 static void set_reason(gllmk_plugin_record *record, gllmk_plugin_state state,
                        const char *format, ...) __attribute__((format(printf, 3, 4)));
@@ -59,12 +71,18 @@ static int compare_names(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The sorted *.so names in `dir`; a missing directory is an empty list. */
-static gllmk_status list_plugin_files(const char *dir, char ***out_names, uint32_t *out_count) {
+/* The sorted *.so names in `dir`. A directory that cannot be opened is an
+ * empty list; `why` then says why (errno's text), else it is "". */
+static gllmk_status list_plugin_files(const char *dir, char ***out_names, uint32_t *out_count,
+                                      char *why, size_t why_size) {
   *out_names = NULL;
   *out_count = 0;
+  why[0] = '\0';
   DIR *d = opendir(dir);
-  if (d == NULL) return GLLMK_OK;
+  if (d == NULL) {
+    core_format(why, why_size, "%s", strerror(errno));
+    return GLLMK_OK;
+  }
   char **names = NULL;
   uint32_t count = 0, capacity = 0;
   gllmk_status status = GLLMK_OK;
@@ -124,8 +142,19 @@ static bool file_is_acceptable(gllmk_plugin_record *record) {
   }
   unsigned char magic[4] = {0};
   int fd = open(record->path, O_RDONLY | O_CLOEXEC);
-  ssize_t got = fd >= 0 ? read(fd, magic, sizeof magic) : -1;
-  if (fd >= 0) close(fd);
+  if (fd < 0) {
+    set_reason(record, GLLMK_PLUGIN_REJECTED, "cannot open: %s", strerror(errno));
+    return false;
+  }
+  ssize_t got;
+  do got = read(fd, magic, sizeof magic);
+  while (got < 0 && errno == EINTR);
+  int read_error = errno;
+  close(fd);
+  if (got < 0) {
+    set_reason(record, GLLMK_PLUGIN_REJECTED, "cannot read: %s", strerror(read_error));
+    return false;
+  }
   if (got != (ssize_t)sizeof magic || memcmp(magic, "\177ELF", 4) != 0) {
     set_reason(record, GLLMK_PLUGIN_REJECTED, "not an ELF shared object");
     return false;
@@ -177,7 +206,7 @@ static bool descriptor_is_acceptable(gllmk_plugin_record *record, const gllmk_pl
 static void unload(core_plugin_slot *slot) {
   free(slot->devices);
   slot->devices = NULL;
-  if (slot->handle) dlclose(slot->handle);
+  if (slot->handle) core_plugin_unload(slot->handle);
   slot->handle = NULL;
   slot->plugin = NULL;
 }
@@ -217,7 +246,8 @@ static void probe_devices(core_plugin_slot *slot) {
   set_reason(record, GLLMK_PLUGIN_AVAILABLE, "available");
 }
 
-static void load_plugin(gllmk_discovery *d, uint32_t index, const gllmk_context_options *options) {
+static void load_plugin_locked(gllmk_discovery *d, uint32_t index,
+                               const gllmk_context_options *options) {
   core_plugin_slot *slot = &d->slots[index];
   gllmk_plugin_record *record = &slot->record;
   const char *file = strrchr(record->path, '/') + 1;
@@ -268,6 +298,21 @@ static void load_plugin(gllmk_discovery *d, uint32_t index, const gllmk_context_
   }
 }
 
+/* Threads that create contexts at once load and probe the same plugin file
+ * at once (one copy of it in the process). The plugin ABI lets a plugin
+ * keep what probe finds in globals, so the core never runs the loading,
+ * probe, device_info, describe or unloading of plugins on two threads at
+ * the same time (docs/plugin-abi.md); a plugin must still not rewrite, in a
+ * later probe, what its open devices read (issue 20). The lock also orders
+ * a plugin's destructor (at the last dlclose) after every other thread's
+ * use of it, which ThreadSanitizer cannot see through the dynamic loader's
+ * own lock. */
+static void load_plugin(gllmk_discovery *d, uint32_t index, const gllmk_context_options *options) {
+  pthread_mutex_lock(&plugin_lock);
+  load_plugin_locked(d, index, options);
+  pthread_mutex_unlock(&plugin_lock);
+}
+
 /* Whether a context with these options may run on this slot; if not, why. */
 static bool is_usable(const core_plugin_slot *slot, const gllmk_context_options *options,
                       bool forced, char *why, size_t why_size) {
@@ -316,10 +361,15 @@ static void select_plugin(gllmk_discovery *d, const gllmk_context_options *optio
       if (r->state == GLLMK_PLUGIN_AVAILABLE && strcmp(r->reason, "available") == 0)
         core_format(r->reason, sizeof r->reason, "available; ranked below %s", chosen->record.name);
     }
-  } else if (forced && d->no_backend_reason[0] == '\0') {
+  } else if (d->no_backend_reason[0] != '\0') {
+    /* already says why: the directory cannot be read, or the forced backend's reason */
+  } else if (forced) {
     core_format(d->no_backend_reason, sizeof d->no_backend_reason,
              "no plugin named \"%s\" in %s", forced, d->plugin_dir);
-  } else if (!forced) {
+  } else if (d->count == 0) {
+    core_format(d->no_backend_reason, sizeof d->no_backend_reason,
+                "the plugin directory %s holds no plugin file (*.so)", d->plugin_dir);
+  } else {
     core_format(d->no_backend_reason, sizeof d->no_backend_reason,
              "no plugin in %s has a usable device (gllmk-info lists why)", d->plugin_dir);
   }
@@ -339,11 +389,15 @@ gllmk_status core_discover(const gllmk_context_options *options, gllmk_discovery
     free(d);
     return status;
   }
-  char **names;
-  if ((status = list_plugin_files(d->plugin_dir, &names, &d->count)) != GLLMK_OK) {
+  char **names, dir_error[256];
+  if ((status = list_plugin_files(d->plugin_dir, &names, &d->count, dir_error,
+                                  sizeof dir_error)) != GLLMK_OK) {
     free(d);
     return status;
   }
+  if (dir_error[0])
+    core_format(d->no_backend_reason, sizeof d->no_backend_reason,
+                "the plugin directory %s cannot be opened: %s", d->plugin_dir, dir_error);
   d->slots = d->count ? calloc(d->count, sizeof *d->slots) : NULL;
   if (d->count && d->slots == NULL) {
     for (uint32_t i = 0; i < d->count; i++) free(names[i]);
@@ -369,6 +423,12 @@ gllmk_status core_discover(const gllmk_context_options *options, gllmk_discovery
 /* ------------------------------------------------------------ public */
 
 bool core_options_are_valid(const char *fn, const gllmk_context_options *options) {
+  if (options && options->plugin_dir && options->plugin_dir[0] == '\0') {
+    core_fail(GLLMK_ERR_INVALID_ARGUMENT,
+              "%s: options.plugin_dir is an empty string (NULL means the default directory)",
+              fn);
+    return false;
+  }
   if (options && options->exclude_count && options->exclude == NULL) {
     core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: options.exclude is NULL but exclude_count=%u",
               fn, options->exclude_count);

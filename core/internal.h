@@ -57,6 +57,8 @@ gllmk_status core_options_copy(const char *fn, const gllmk_context_options *opti
                                size_t size, gllmk_context_options *out);
 /* Scans, loads and probes; marks the slot a context would use. */
 gllmk_status core_discover(const gllmk_context_options *options, gllmk_discovery **out);
+/* dlclose under the lock every plugin load, query and unload takes (discovery.c). */
+void core_plugin_unload(void *handle);
 
 /* The plugin's op slot, NULL if absent (or past the plugin's op table). */
 const void *core_plugin_op(const gllmk_plugin *plugin, gllmk_op op);

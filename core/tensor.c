@@ -125,11 +125,22 @@ gllmk_status gllmk_tensor_slice(const gllmk_tensor *tensor, int32_t dim, int64_t
                      "%s: elements %lld + %lld*%lld of dim %d lie outside its size %lld", fn,
                      (long long)start, (long long)(length - 1), (long long)step, dim,
                      (long long)size);
+  /* The view's stride is strides[dim] * step. With length >= 2 it is at most
+   * the dimension's extent, but with length 1 any step passes the check
+   * above, so the product is checked too (an overflow would be a negative
+   * stride: undefined behaviour, then a view the ops refuse). */
+  int64_t stride;
+  if (__builtin_mul_overflow(tensor->strides[dim], step, &stride))
+    return core_fail(GLLMK_ERR_OVERFLOW, "%s: strides[%d]=%lld times step=%lld overflows 64 bits",
+                     fn, dim, (long long)tensor->strides[dim], (long long)step);
   gllmk_tensor t = *tensor;
   uint64_t elem = gllmk_dtype_size((gllmk_dtype)t.dtype);
   t.offset += (uint64_t)start * (uint64_t)t.strides[dim] * elem; /* inside: checked above */
   t.shape[dim] = length;
-  t.strides[dim] *= step; /* <= the original extent, so no overflow */
+  t.strides[dim] = stride;
+  /* The result is a view inside the original one; checked all the same, so
+   * no helper can return a tensor the ops would refuse as malformed. */
+  CORE_TRY(core_tensor_check(fn, "the resulting view", &t, NULL));
   *out_tensor = t;
   return GLLMK_OK;
 }

@@ -318,6 +318,7 @@ static gllmk_status validate_add_rmsnorm(const op_call *c, const gllmk_add_rmsno
   CORE_TRY(float_output(c, "residual", a->residual));
   CORE_TRY(like_out(c, "residual", a->residual, a->out));
   CORE_TRY(no_overlap(c, "out", a->out, "residual", a->residual, false));
+  CORE_TRY(no_overlap(c, "out", a->out, "x", a->x, false)); /* not in place: see gllmk.h */
   CORE_TRY(no_overlap(c, "residual", a->residual, "x", a->x, false));
   return no_overlap(c, "residual", a->residual, "weight", a->weight, false);
 }

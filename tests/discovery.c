@@ -192,6 +192,26 @@ START_TEST(text_file_is_rejected) {
 }
 END_TEST
 
+/* A file that cannot be read is rejected with the system's reason, not as
+ * "not an ELF shared object" (issue 20). The file is a link to
+ * /proc/self/mem: a regular file that opens, but whose first bytes (address
+ * 0) cannot be read, whoever runs the test. */
+START_TEST(unreadable_file_says_why) {
+  char path[PATH_MAX + 64], expected[128];
+  snprintf(path, sizeof path, "%s/gllmk-unreadable.so", plugin_dir);
+  ck_assert_int_eq(symlink("/proc/self/mem", path), 0);
+  snprintf(expected, sizeof expected, "cannot read: %s", strerror(EIO));
+  expect_discovered("gllmk-unreadable.so", GLLMK_PLUGIN_REJECTED, expected);
+  if (geteuid() != 0) { /* root opens a file of mode 0000 */
+    add_fake("vulkan", "gllmk-noaccess.so");
+    snprintf(path, sizeof path, "%s/gllmk-noaccess.so", plugin_dir);
+    ck_assert_int_eq(chmod(path, 0), 0);
+    snprintf(expected, sizeof expected, "cannot open: %s", strerror(EACCES));
+    expect_discovered("gllmk-noaccess.so", GLLMK_PLUGIN_REJECTED, expected);
+  }
+}
+END_TEST
+
 START_TEST(world_writable_is_rejected) {
   add_fake("vulkan", "gllmk-fakevk.so");
   char path[PATH_MAX + 64];
@@ -396,7 +416,49 @@ START_TEST(empty_directory_is_no_backend) {
   ck_assert_int_eq(gllmk_context_create(&options, &ctx), GLLMK_ERR_NO_BACKEND);
   ck_assert_msg(test_contains(gllmk_last_error(), plugin_dir), "message \"%s\"",
                 gllmk_last_error());
+  ck_assert_msg(test_contains(gllmk_last_error(), "no plugin file"), "message \"%s\"",
+                gllmk_last_error());
   ck_assert_ptr_null(ctx);
+}
+END_TEST
+
+/* A plugin_dir that does not exist is named as such (issue 20), not as a
+ * directory whose plugins have no usable device. */
+START_TEST(missing_directory_says_so) {
+  char missing[PATH_MAX + 16], reason[128];
+  snprintf(missing, sizeof missing, "%s/missing", plugin_dir);
+  snprintf(reason, sizeof reason, "cannot be opened: %s", strerror(ENOENT));
+  gllmk_context_options options = {.plugin_dir = missing};
+  gllmk_discovery *d = NULL;
+  ck_assert_int_eq(gllmk_discover(&options, &d), GLLMK_OK);
+  ck_assert_uint_eq(gllmk_discovery_plugin_count(d), 0);
+  gllmk_discovery_free(d);
+  gllmk_context *ctx = NULL;
+  ck_assert_int_eq(gllmk_context_create(&options, &ctx), GLLMK_ERR_NO_BACKEND);
+  ck_assert_ptr_null(ctx);
+  ck_assert_msg(test_contains(gllmk_last_error(), missing) &&
+                    test_contains(gllmk_last_error(), reason),
+                "message \"%s\" lacks \"%s\" or \"%s\"", gllmk_last_error(), missing, reason);
+  options.backend = "cpu"; /* forced: the same reason */
+  ck_assert_int_eq(gllmk_context_create(&options, &ctx), GLLMK_ERR_NO_BACKEND);
+  ck_assert_msg(test_contains(gllmk_last_error(), reason), "message \"%s\"", gllmk_last_error());
+}
+END_TEST
+
+/* plugin_dir = "" is a caller's bug (NULL is the default directory), not a
+ * directory to search (issue 20: it printed "no plugin in  has..."). */
+START_TEST(empty_plugin_dir_is_refused) {
+  gllmk_context_options options = {.plugin_dir = ""};
+  gllmk_discovery *d = NULL;
+  ck_assert_int_eq(gllmk_discover(&options, &d), GLLMK_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(d);
+  ck_assert_msg(test_contains(gllmk_last_error(), "gllmk_discover: options.plugin_dir"),
+                "message \"%s\"", gllmk_last_error());
+  gllmk_context *ctx = NULL;
+  ck_assert_int_eq(gllmk_context_create(&options, &ctx), GLLMK_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(ctx);
+  ck_assert_msg(test_contains(gllmk_last_error(), "gllmk_context_create: options.plugin_dir"),
+                "message \"%s\"", gllmk_last_error());
 }
 END_TEST
 
@@ -439,6 +501,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, wrong_abi_major_is_rejected);
   tcase_add_test(tc, missing_entry_is_rejected);
   tcase_add_test(tc, text_file_is_rejected);
+  tcase_add_test(tc, unreadable_file_says_why);
   tcase_add_test(tc, world_writable_is_rejected);
   tcase_add_test(tc, too_small_struct_is_rejected);
   tcase_add_test(tc, duplicate_name_is_rejected);
@@ -450,6 +513,8 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, software_device_alone_is_no_backend);
   tcase_add_test(tc, bad_plugins_never_stop_the_others);
   tcase_add_test(tc, empty_directory_is_no_backend);
+  tcase_add_test(tc, missing_directory_says_so);
+  tcase_add_test(tc, empty_plugin_dir_is_refused);
   tcase_add_test(tc, default_plugin_dir_is_next_to_the_library);
   suite_add_tcase(suite, tc);
   return test_run_suite(suite);

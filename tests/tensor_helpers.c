@@ -249,6 +249,21 @@ START_TEST(slice_rejects_bad_arguments) {
                                       &out),
                    GLLMK_ERR_INVALID_ARGUMENT, fn, &out, bad[i].what);
   }
+  /* One element with a huge step: the view's stride (stride * step) does not
+   * fit 64 bits (issue 20: signed overflow, then OK with a negative stride). */
+  gllmk_tensor wide = make(GLLMK_F32, 0, 2, (const int64_t[]){8, 16});
+  out = untouched();
+  expect_failure(gllmk_tensor_slice(&wide, 0, 0, 1, INT64_MAX, &out), GLLMK_ERR_OVERFLOW, fn,
+                 &out, "length 1, step INT64_MAX on a dim of stride 16");
+  out = untouched();
+  expect_failure(gllmk_tensor_slice(&wide, 0, 7, 1, INT64_MAX / 8, &out), GLLMK_ERR_OVERFLOW, fn,
+                 &out, "length 1, stride 16 * step INT64_MAX/8");
+  /* ... but where the product fits, one element is a valid view. */
+  ck_assert_int_eq(gllmk_tensor_slice(&wide, 1, 5, 1, INT64_MAX, &out), GLLMK_OK);
+  ck_assert_int_eq(out.strides[1], INT64_MAX);
+  ck_assert_uint_eq(out.offset, 20);
+  ck_assert_int_eq(gllmk_tensor_numel(&out), 8);
+  ck_assert_uint_eq(gllmk_tensor_extent_bytes(&out), (7 * 16 + 1) * 4);
   out = untouched();
   expect_failure(gllmk_tensor_slice(NULL, 0, 0, 1, 1, &out), GLLMK_ERR_INVALID_ARGUMENT, fn, &out,
                  "NULL tensor");

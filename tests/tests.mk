@@ -5,6 +5,13 @@
 #                          their summary lines (SANITIZE=1: under ASan+UBSan)
 #   make check-valgrind    the Check programs under valgrind, one process
 #                          each (CK_FORK=no), with --quick problem sizes
+#   make check SANITIZE=thread
+#                          a ThreadSanitizer build (build/tsan): threads.c
+#                          and the other cpu-only programs, the first data
+#                          race fails the run (docs/testing.md)
+#   make fuzz              the libFuzzer target tests/fuzz/fuzz_api.c until
+#                          stopped (FUZZ_SECONDS=N: for N seconds); `make
+#                          check` runs it for FUZZ_SECONDS=60
 #
 # Each Check program takes --quick (smaller sizes) and --seed N (repeat a
 # run: the conformance seed is printed at the start and with every
@@ -15,11 +22,12 @@
 CHECK_CFLAGS = $(shell pkg-config --cflags check)
 CHECK_LIBS   = $(shell pkg-config --libs check)
 
-TEST_PROGRAMS := tensor_helpers conformance bad_input discovery abi_v2
+TEST_PROGRAMS := tensor_helpers conformance bad_input discovery abi_v2 threads
 TEST_BINS     := $(TEST_PROGRAMS:%=$(B)/tests/%)
 TEST_COMMON   := tests/testlib.c
 conformance_TEST_SRCS := tests/reference.c tests/decoder_block.c tests/conformance_views.c
 discovery_TEST_LIBS   := -ldl
+threads_TEST_LIBS     := -lpthread
 
 # Fake plugins for the discovery tests: tests/fake_plugin.c once per variant.
 TEST_FAKES    := vulkan software nodevice wrongabi noentry smallstruct abiv1 newerminor
@@ -117,9 +125,21 @@ test-programs: $(CHECK_PREREQS)
 ifeq ($(SANITIZE),1)
 LAVAPIPE_ICD := $(wildcard /usr/lib/*/libvulkan_lvp.so)
 KEEP_LAVAPIPE = $(if $(LAVAPIPE_ICD),LD_PRELOAD=$(shell $(CC) -print-file-name=libasan.so):$(firstword $(LAVAPIPE_ICD)))
-TEST_WRAPPER = env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(KEEP_LAVAPIPE)
+TEST_WRAPPER = env ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+               UBSAN_OPTIONS=print_stacktrace=1 $(KEEP_LAVAPIPE)
+else ifeq ($(SANITIZE),thread)
+# ThreadSanitizer (docs/testing.md): the first data race ends the program.
+TEST_WRAPPER = env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1
 else
 TEST_WRAPPER :=
+endif
+
+# SANITIZE=thread runs the programs that create contexts and run ops on
+# the cpu backend, threads.c (8 threads at once) first; the conformance
+# suite and the plugin variants stay with the other builds (lavapipe and
+# PoCL are not built with TSan, and run for hours under it).
+ifeq ($(SANITIZE),thread)
+CHECK_RUNS := $(patsubst %,'$(B)/tests/%',threads tensor_helpers discovery bad_input)
 endif
 
 # The .d files of what `make run` builds (core, plugins, tools): the
@@ -144,11 +164,12 @@ check:
 	@$(MAKE) --no-print-directory check-now
 
 .PHONY: check-now check-valgrind-now
-check-now: all test-programs
+check-now: all test-programs $(if $(filter 1 thread,$(SANITIZE)),,fuzz-build)
 	@status=0; \
 	MAKE='$(MAKE)' SANITIZE='$(SANITIZE)' CC='$(CC)' SAN_FLAGS='$(SAN_FLAGS)' \
 	  TEST_WRAPPER='$(TEST_WRAPPER)' sh tests/install-test.sh || status=1; \
 	for script in $(CHECK_SCRIPTS); do ASAN_OPTIONS=detect_leaks=0 $$script || status=1; done; \
+	$(if $(filter 1 thread,$(SANITIZE)),,sh tests/fuzz/run-fuzz.sh $(FUZZ_BIN) $(FUZZ_B) $(FUZZ_SECONDS) || status=1;) \
 	sh tests/run-checks.sh -w '$(TEST_WRAPPER)' $(B)/tests/logs $(CHECK_RUNS) || status=1; \
 	exit $$status
 
@@ -162,6 +183,45 @@ check-valgrind:
 	@$(MAKE) --no-print-directory check-valgrind-now
 
 check-valgrind-now: all test-programs
-	@if [ '$(SANITIZE)' = 1 ]; then echo "check-valgrind: build without SANITIZE=1" >&2; exit 1; fi
+	@if [ '$(SANITIZE)' = 1 ] || [ '$(SANITIZE)' = thread ]; then \
+	  echo "check-valgrind: build without SANITIZE=$(SANITIZE)" >&2; exit 1; fi
 	@sh tests/run-checks.sh -w 'env CK_FORK=no $(VALGRIND)' -a '--quick --skip-software' \
 	  $(B)/tests/logs-valgrind $(VALGRIND_RUNS)
+
+# ------------------------------------------------------------------ fuzzing
+#
+# tests/fuzz/fuzz_api.c, a libFuzzer target over the public API (issue 20;
+# docs/testing.md). It links the core's objects and loads the cpu plugin,
+# both built again by clang with AddressSanitizer, UBSan and coverage in
+# their own tree, $(FUZZ_B), through a sub-make (so the normal rules, and
+# the cpu plugin's per-file instruction sets, apply). `make check` runs it
+# for FUZZ_SECONDS over the committed corpus (tests/fuzz/corpus, read only;
+# what it finds goes to $(FUZZ_B)/corpus); `make fuzz` runs it until
+# stopped (FUZZ_SECONDS=0) or for FUZZ_SECONDS.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_B       := $(B)/fuzz
+FUZZ_BIN     := $(FUZZ_B)/bin/fuzz_api
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+ifdef FUZZ_NESTED
+# Inside the sub-make: $(B) is $(FUZZ_B) of the outer make.
+$(B)/obj/tests/fuzz/fuzz_api.o: tests/fuzz/fuzz_api.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -fsanitize=fuzzer -DFUZZ_PLUGIN_DIR=\"$(abspath $(B)/lib/gllmk)\" \
+	  -MD -MP -c $< -o $@
+# -rdynamic: the plugin's coverage and sanitizer hooks resolve to the
+# program's (a plugin never links libgllmk; here it does not link them either).
+$(B)/bin/fuzz_api: $(B)/obj/tests/fuzz/fuzz_api.o $(CORE_OBJS) | $(B)/lib/gllmk/gllmk-cpu.so
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_FLAGS) -fsanitize=fuzzer -rdynamic -o $@ $^ -ldl -lpthread -lm
+endif
+
+.PHONY: fuzz fuzz-build
+fuzz-build:
+	@$(MAKE) --no-print-directory B=$(FUZZ_B) CC=$(FUZZ_CC) OPT=-O1 FUZZ_NESTED=1 \
+	  SAN_FLAGS='$(FUZZ_SAN) -fsanitize=fuzzer-no-link' LDFLAGS_BASE='$(FUZZ_SAN)' \
+	  $(FUZZ_B)/lib/gllmk/gllmk-cpu.so $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	sh tests/fuzz/run-fuzz.sh $(FUZZ_BIN) $(FUZZ_B) $(FUZZ_SECONDS)

@@ -24,6 +24,7 @@
 #define CPU_PLUGIN_VERSION "0.1.0"
 #define CPU_ALIGNMENT 64
 
+/* Set once, by the first probe, and read-only afterwards (see cpu_probe). */
 const gllmk_plugin_host *cpu_host;
 cpu_features cpu_has;
 
@@ -152,13 +153,31 @@ static void set_stream_threshold(void) {
   if (bytes > 0) cpu_stream_threshold = bytes;
 }
 
+/* Everything probe finds is found once per load of the plugin: the CPU does
+ * not change, and a context's ops read these globals without a lock while
+ * another thread creates a context, which probes again (issue 20: rewriting
+ * them there made running contexts pick other kernels for a moment, so
+ * their results were no longer bitwise reproducible). Only the first host
+ * table is kept; every libgllmk passes its own constant one. Readers are
+ * ordered after the writes: an op runs on a context, whose creation probed
+ * through this lock first. */
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
+static int probed;
+
 static gllmk_status cpu_probe(const gllmk_plugin_host *host, uint32_t *out_count, char *reason,
                               size_t reason_size) {
-  cpu_host = host;
-  detect_features(&cpu_has);
-  cap_features(&cpu_has);
-  cpu_select_kernels();
-  set_stream_threshold();
+  pthread_mutex_lock(&probe_lock);
+  if (!probed) {
+    cpu_features has;
+    detect_features(&has);
+    cap_features(&has);
+    cpu_has = has;
+    cpu_host = host;
+    cpu_select_kernels();
+    set_stream_threshold();
+    probed = 1;
+  }
+  pthread_mutex_unlock(&probe_lock);
   *out_count = 1;
   if (reason && reason_size) reason[0] = '\0';
   return GLLMK_OK;

@@ -4,6 +4,7 @@
  * the embedded fatbin's description in cuda_fatbin.c.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,12 +130,26 @@ static void load_driver(char *reason, size_t reason_size) {
   }
 }
 
+/* The driver is loaded and its devices listed once per load of the plugin,
+ * under a lock, and the reason for no device is kept: ops of open contexts
+ * read `cu`, `driver` and cuda_host without a lock while other threads
+ * create contexts and so probe again (issue 20), so nothing they read is
+ * written after the first probe. */
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
+static int probed;
+static char probe_reason[512];
+
 static gllmk_status cuda_probe(const gllmk_plugin_host *host, uint32_t *out_count, char *reason,
                                size_t reason_size) {
-  cuda_host = host;
-  if (reason_size) reason[0] = '\0';
-  if (!driver.library) load_driver(reason, reason_size);
+  pthread_mutex_lock(&probe_lock);
+  if (!probed) {
+    cuda_host = host;
+    load_driver(probe_reason, sizeof probe_reason);
+    probed = 1;
+  }
   *out_count = (uint32_t)driver.count;
+  if (reason_size) snprintf(reason, reason_size, "%s", driver.count ? "" : probe_reason);
+  pthread_mutex_unlock(&probe_lock);
   return GLLMK_OK;
 }
 

@@ -3,7 +3,35 @@
  * runtime). Probe and device queries live in hsa_runtime.c, the device in
  * hsa_device.c and hsa_dispatch.c, the ops in hsa_ops.c.
  */
+#include <pthread.h>
+#include <stdio.h>
+
 #include "hsa_internal.h"
+
+/* hsa_probe (hsa_runtime.c) runs once per load of the plugin, under a lock;
+ * later probes repeat its answer. It sets gk_host, the runtime's function
+ * table and the GPU list, which ops of open devices read without a lock
+ * while other threads create contexts and so probe again (issue 20): none
+ * of it may be written after the first probe. The agents do not change
+ * while the process runs. */
+static gllmk_status hsa_probe_once(const gllmk_plugin_host *host, uint32_t *out_count,
+                                   char *reason, size_t reason_size) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static int probed;
+  static gllmk_status status;
+  static uint32_t count;
+  static char why[512];
+  pthread_mutex_lock(&lock);
+  if (!probed) {
+    status = hsa_probe(host, &count, why, sizeof why);
+    probed = 1;
+  }
+  *out_count = count;
+  if (reason_size) snprintf(reason, reason_size, "%s", why);
+  gllmk_status result = status;
+  pthread_mutex_unlock(&lock);
+  return result;
+}
 
 static const gllmk_plugin_ops gk_ops = {
 #define GLLMK_OP(name) .name = gk_##name,
@@ -16,7 +44,7 @@ static const gllmk_plugin hsa_plugin = {
     .name = "hsa",
     .kind = GLLMK_BACKEND_ROCM,
     .version = "0.1.0",
-    .probe = hsa_probe,
+    .probe = hsa_probe_once,
     .device_info = hsa_device_info,
     .describe = hsa_describe,
     .open = hsa_open,

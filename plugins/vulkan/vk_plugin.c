@@ -382,8 +382,10 @@ __attribute__((destructor)) static void vk_plugin_unloaded(void) {
 gllmk_status vk_probe(const gllmk_plugin_host *host, uint32_t *out_count, char *reason,
                       size_t reason_size) {
   pthread_mutex_lock(&vk_probe_lock);
-  vk_host = host;
   if (!vk_probed) {
+    /* Set once: ops of open devices read vk_host and the probe's results
+     * without a lock while other threads create contexts (issue 20). */
+    vk_host = host;
     vk_probed = 1;
     if (vk_load_library(vk_probe_reason, sizeof vk_probe_reason) &&
         vk_create_instance(vk_probe_reason, sizeof vk_probe_reason))

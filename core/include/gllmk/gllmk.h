@@ -22,7 +22,8 @@
  *
  * Thread safety: one context (with its buffers and recordings) may be used
  * from one thread at a time. Different contexts are independent and may be
- * created, used and destroyed from any number of threads at once.
+ * created, used and destroyed from any number of threads at once; creating
+ * or destroying one never changes another's results.
  */
 #ifndef GLLMK_GLLMK_H_
 #define GLLMK_GLLMK_H_
@@ -112,7 +113,8 @@ typedef struct gllmk_context_options {
   const char *const *exclude;
   uint32_t exclude_count;
   /* Directory to search instead of <libdir>/gllmk. For embedders that ship
-   * their own plugins and for tests; applications leave it NULL. */
+   * their own plugins and for tests; applications leave it NULL ("" is
+   * refused). */
   const char *plugin_dir;
   /* ABI 2.0: run on the caller's queue instead of the context's own (a
    * CUstream for cuda), so gllmk's work orders with the caller's kernels.
@@ -378,7 +380,9 @@ typedef struct gllmk_rmsnorm_args {
   float eps;
 } gllmk_rmsnorm_args;
 
-/* residual += x; out = rmsnorm(residual). residual is updated in place. */
+/* residual += x; out = rmsnorm(residual). residual is updated in place; out
+ * may not overlap residual or x. In 16-bit dtypes the norm is taken of the
+ * residual as stored (rounded). */
 typedef struct gllmk_add_rmsnorm_args {
   const gllmk_tensor *out, *residual, *x, *weight;
   float eps;

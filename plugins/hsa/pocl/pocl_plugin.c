@@ -18,6 +18,7 @@
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,15 +35,13 @@ const gllmk_plugin_host *gk_host;
 #define POCL_BUILD_OPTIONS "-cl-std=CL1.2"
 
 struct gllmk_plugin_device {
+  cl_device_id device; /* the PoCL CPU device, found by open */
   cl_context context;
   cl_command_queue queue;
   cl_program program;
   cl_kernel kernels[GK_KERNEL_COUNT];
   cl_mem error_word;
 };
-
-/* The PoCL CPU device, found by open (see pocl_probe). */
-static cl_device_id pocl_device;
 
 /* The ICD file through which the OpenCL loader finds PoCL. */
 #define POCL_ICD_FILE "/etc/OpenCL/vendors/pocl.icd"
@@ -52,10 +51,23 @@ static cl_device_id pocl_device;
  * then wait forever for threads that did not survive the fork. So probe
  * only looks for PoCL's ICD file, and open, in the process that runs the
  * test, finds the device. */
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
+static int probed;
+static uint32_t probe_count;
+
+/* The answer is found once per load of the plugin: ops of open devices read
+ * gk_host without a lock while other threads create contexts and so probe
+ * again (issue 20), so it is not written after the first probe. */
 static gllmk_status pocl_probe(const gllmk_plugin_host *host, uint32_t *out_count, char *reason,
                                size_t reason_size) {
-  gk_host = host;
-  *out_count = access(POCL_ICD_FILE, R_OK) == 0 ? 1 : 0;
+  pthread_mutex_lock(&probe_lock);
+  if (!probed) {
+    gk_host = host;
+    probe_count = access(POCL_ICD_FILE, R_OK) == 0 ? 1 : 0;
+    probed = 1;
+  }
+  *out_count = probe_count;
+  pthread_mutex_unlock(&probe_lock);
   if (*out_count == 0)
     snprintf(reason, reason_size, "%s not found (apt-get install pocl-opencl-icd)", POCL_ICD_FILE);
   return GLLMK_OK;
@@ -75,8 +87,9 @@ static gllmk_status pocl_device_info(uint32_t index, gllmk_device_info *out) {
   return GLLMK_OK;
 }
 
-/* The first CPU device of the PoCL platform. */
-static gllmk_status find_pocl_device(void) {
+/* The first CPU device of the PoCL platform, into *out (per device: a
+ * global written by every open would race with other devices' use). */
+static gllmk_status find_pocl_device(cl_device_id *out) {
   cl_platform_id platforms[16];
   cl_uint count = 0;
   cl_int err = clGetPlatformIDs(16, platforms, &count);
@@ -87,7 +100,7 @@ static gllmk_status find_pocl_device(void) {
     clGetPlatformInfo(platforms[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
     cl_uint devices = 0;
     if (strstr(name, POCL_PLATFORM) != NULL &&
-        clGetDeviceIDs(platforms[i], CL_DEVICE_TYPE_CPU, 1, &pocl_device, &devices) == CL_SUCCESS &&
+        clGetDeviceIDs(platforms[i], CL_DEVICE_TYPE_CPU, 1, out, &devices) == CL_SUCCESS &&
         devices > 0)
       return GLLMK_OK;
   }
@@ -117,10 +130,10 @@ static gllmk_status build_program(gllmk_plugin_device *d) {
   d->program = clCreateProgramWithSource(d->context, 1, &source, NULL, &err);
   if (err != CL_SUCCESS)
     return gk_host->fail(GLLMK_ERR_BACKEND, "hsa-pocl: clCreateProgramWithSource: %d", err);
-  err = clBuildProgram(d->program, 1, &pocl_device, POCL_BUILD_OPTIONS, NULL, NULL);
+  err = clBuildProgram(d->program, 1, &d->device, POCL_BUILD_OPTIONS, NULL, NULL);
   if (err != CL_SUCCESS) {
     char log[2048] = "";
-    clGetProgramBuildInfo(d->program, pocl_device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+    clGetProgramBuildInfo(d->program, d->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
     return gk_host->fail(GLLMK_ERR_BACKEND, "hsa-pocl: clBuildProgram: %d: %s", err, log);
   }
   for (int i = 0; i < GK_KERNEL_COUNT; i++) {
@@ -137,13 +150,15 @@ static gllmk_status pocl_open(const gllmk_plugin_open_options *options,
   if (options->device_index != 0)
     return gk_host->fail(GLLMK_ERR_INVALID_ARGUMENT, "hsa-pocl: no device %u",
                          options->device_index);
-  gllmk_status status = find_pocl_device();
+  cl_device_id device;
+  gllmk_status status = find_pocl_device(&device);
   if (status != GLLMK_OK) return status;
   gllmk_plugin_device *d = calloc(1, sizeof *d);
   if (d == NULL) return gk_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "hsa-pocl: out of host memory");
+  d->device = device;
   cl_int err;
-  d->context = clCreateContext(NULL, 1, &pocl_device, NULL, NULL, &err);
-  if (err == CL_SUCCESS) d->queue = clCreateCommandQueue(d->context, pocl_device, 0, &err);
+  d->context = clCreateContext(NULL, 1, &d->device, NULL, NULL, &err);
+  if (err == CL_SUCCESS) d->queue = clCreateCommandQueue(d->context, d->device, 0, &err);
   if (err == CL_SUCCESS)
     d->error_word = clCreateBuffer(d->context, CL_MEM_READ_WRITE, GK_ERROR_WORDS * 4, NULL, &err);
   if (err != CL_SUCCESS) {
