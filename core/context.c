@@ -24,9 +24,7 @@ gllmk_status core_context_arg(const char *fn, const gllmk_context *handle, core_
   return GLLMK_OK;
 }
 
-/* The bytes of `size` past what this library knows must be zero: a caller
- * built against a newer header may not ask for something this one ignores. */
-static bool tail_is_zero(const void *data, size_t known, size_t size) {
+bool core_tail_is_zero(const void *data, size_t known, size_t size) {
   for (size_t i = known; i < size; i++)
     if (((const unsigned char *)data)[i] != 0) return false;
   return true;
@@ -41,7 +39,7 @@ gllmk_status core_options_copy(const char *fn, const gllmk_context_options *opti
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT,
                      "%s: options_size=%zu is below gllmk_context_options' %zu bytes", fn,
                      size, v2_0);
-  if (!tail_is_zero(options, sizeof *out, size))
+  if (!core_tail_is_zero(options, sizeof *out, size))
     return core_fail(GLLMK_ERR_UNSUPPORTED,
                      "%s: options set fields newer than this libgllmk %d.%d.%d knows", fn,
                      GLLMK_VERSION_MAJOR, GLLMK_VERSION_MINOR, GLLMK_VERSION_PATCH);

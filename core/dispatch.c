@@ -102,10 +102,9 @@ static gllmk_status prepare_call(const char *fn, const core_context *context, gl
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT,
                      "%s: args_size=%zu is below the %zu bytes of its ABI 2.0 struct", fn,
                      args_size, layout->size_v2_0);
-  for (size_t i = op_sizes[op]; i < args_size; i++)
-    if (((const unsigned char *)args)[i] != 0)
-      return core_fail(GLLMK_ERR_UNSUPPORTED,
-                       "%s: args set a field newer than this libgllmk knows (byte %zu)", fn, i);
+  if (!core_tail_is_zero(args, op_sizes[op], args_size))
+    return core_fail(GLLMK_ERR_UNSUPPORTED, "%s: args set a field newer than this libgllmk knows",
+                     fn);
   memset(call, 0, sizeof *call);
   call->op = op;
   memcpy(&call->args, args, args_size < op_sizes[op] ? args_size : op_sizes[op]);
@@ -170,19 +169,25 @@ static gllmk_status resolved_args(const char *fn, const core_context *context,
   return GLLMK_OK;
 }
 
+/* Hands a call whose arguments are already resolved to the plugin. */
+static gllmk_status run_resolved(core_context *context, const core_call *call,
+                                 const core_args *args) {
+  plugin_op_fn impl;
+  const void *slot = core_plugin_op(context->plugin, call->op);
+  memcpy(&impl, &slot, sizeof impl);
+  if (context->timing_callback == NULL) return impl(context->device, args);
+  uint32_t timed;
+  CORE_TRY(core_timing_begin(context, call, &timed));
+  gllmk_status status = impl(context->device, args);
+  core_timing_end(context, timed);
+  return status;
+}
+
 gllmk_status core_call_run(const char *fn, core_context *context, const core_call *call) {
   gllmk_tensor tensors[CORE_MAX_OP_TENSORS];
   core_args args;
   CORE_TRY(resolved_args(fn, context, call, tensors, &args));
-  plugin_op_fn impl;
-  const void *slot = core_plugin_op(context->plugin, call->op);
-  memcpy(&impl, &slot, sizeof impl);
-  if (context->timing_callback == NULL) return impl(context->device, &args);
-  uint32_t timed;
-  CORE_TRY(core_timing_begin(context, call, &timed));
-  gllmk_status status = impl(context->device, &args);
-  core_timing_end(context, timed);
-  return status;
+  return run_resolved(context, call, &args);
 }
 
 /* Appends a validated call to the recording in progress. */
@@ -199,29 +204,30 @@ static gllmk_status record_call(const char *fn, core_recording *recording, const
 }
 
 /* Everything before running: the context, the struct at the caller's size,
- * validation, the plugin's capability answer. */
+ * validation, the arguments as the plugin gets them (`tensors` holds the
+ * resolved tensors `resolved` points at), the plugin's capability answer. */
 static gllmk_status checked_call(const char *fn, const gllmk_context *handle, gllmk_op op,
                                  const void *args, size_t args_size, core_context **out_context,
-                                 core_call *call) {
+                                 core_call *call, gllmk_tensor *tensors, core_args *resolved) {
   CORE_TRY(core_context_arg(fn, handle, out_context));
   if ((unsigned)op >= GLLMK_OP_COUNT)
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: op=%d is not a gllmk_op", fn, (int)op);
   fn = op_fn(op);
   CORE_TRY(prepare_call(fn, *out_context, op, args, args_size, call));
-  gllmk_tensor tensors[CORE_MAX_OP_TENSORS];
-  core_args resolved;
-  CORE_TRY(resolved_args(fn, *out_context, call, tensors, &resolved));
-  return plugin_supports(fn, *out_context, op, &resolved);
+  CORE_TRY(resolved_args(fn, *out_context, call, tensors, resolved));
+  return plugin_supports(fn, *out_context, op, resolved);
 }
 
 gllmk_status gllmk_op_run(gllmk_context *handle, gllmk_op op, const void *args, size_t args_size) {
   core_clear_error();
   core_context *context;
   core_call call;
+  gllmk_tensor tensors[CORE_MAX_OP_TENSORS];
+  core_args resolved;
   CORE_TRY(checked_call((unsigned)op < GLLMK_OP_COUNT ? op_fn(op) : "gllmk_op_run", handle, op,
-                        args, args_size, &context, &call));
+                        args, args_size, &context, &call, tensors, &resolved));
   if (context->recording) return record_call(op_fn(op), context->recording, &call);
-  return core_call_run(op_fn(op), context, &call);
+  return run_resolved(context, &call, &resolved);
 }
 
 gllmk_status gllmk_op_supported(gllmk_context *handle, gllmk_op op, const void *args,
@@ -229,5 +235,8 @@ gllmk_status gllmk_op_supported(gllmk_context *handle, gllmk_op op, const void *
   core_clear_error();
   core_context *context;
   core_call call;
-  return checked_call("gllmk_op_supported", handle, op, args, args_size, &context, &call);
+  gllmk_tensor tensors[CORE_MAX_OP_TENSORS];
+  core_args resolved;
+  return checked_call("gllmk_op_supported", handle, op, args, args_size, &context, &call, tensors,
+                      &resolved);
 }

@@ -55,6 +55,9 @@ bool core_options_are_valid(const char *fn, const gllmk_context_options *options
  * library does not know. */
 gllmk_status core_options_copy(const char *fn, const gllmk_context_options *options,
                                size_t size, gllmk_context_options *out);
+/* Whether the bytes [known, size) of a caller's struct are all zero: a
+ * caller built against a newer header may not ask for what this one ignores. */
+bool core_tail_is_zero(const void *data, size_t known, size_t size);
 /* Scans, loads and probes; marks the slot a context would use. */
 gllmk_status core_discover(const gllmk_context_options *options, gllmk_discovery **out);
 /* dlclose under the lock every plugin load, query and unload takes (discovery.c). */

@@ -9,51 +9,24 @@
  * each copied into a temporary plugin directory of its own.
  */
 #include <check.h>
-#include <dirent.h>
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "gllmk/gllmk_dlpack.h"
 #include "testlib.h"
 
 static char plugin_dir[PATH_MAX];
 
-static void setup(void) {
-  snprintf(plugin_dir, sizeof plugin_dir, "%s/gllmk-abi-XXXXXX",
-           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  ck_assert_ptr_nonnull(mkdtemp(plugin_dir));
-}
+static void setup(void) { test_temp_dir(plugin_dir, sizeof plugin_dir, "gllmk-abi"); }
 
-static void teardown(void) {
-  DIR *d = opendir(plugin_dir);
-  for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char path[PATH_MAX + 256];
-    snprintf(path, sizeof path, "%s/%s", plugin_dir, e->d_name);
-    unlink(path);
-  }
-  if (d) closedir(d);
-  rmdir(plugin_dir);
-}
+static void teardown(void) { test_remove_dir(plugin_dir); }
 
 /* Copies a built plugin into the test's plugin directory as `name`. */
 static void add_plugin(const char *src, const char *name) {
-  char dst[PATH_MAX + 256];
-  snprintf(dst, sizeof dst, "%s/%s", plugin_dir, name);
-  FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
-  ck_assert_msg(in && out, "copying %s: %s", src, strerror(errno));
-  char chunk[65536];
-  for (size_t n; (n = fread(chunk, 1, sizeof chunk, in)) > 0;)
-    ck_assert_uint_eq(fwrite(chunk, 1, n, out), n);
-  fclose(in);
-  ck_assert_int_eq(fclose(out), 0);
-  ck_assert_int_eq(chmod(dst, 0644), 0);
+  test_copy_file(src, plugin_dir, name, 0644);
 }
 
 static void add_fake(const char *variant, const char *name) {

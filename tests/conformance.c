@@ -566,9 +566,7 @@ static void embedding_case(gllmk_dtype dtype, int64_t vocab, int64_t dim, shape 
                            (long long)vocab, (long long)dim, shape_text(ids_shape));
   dev table = dev_random(dtype, SHAPE(vocab, dim), -2, 2);
   int64_t count = shape_numel(ids_shape);
-  int32_t *id_values = host_alloc((size_t)count * sizeof *id_values);
-  for (int64_t i = 0; i < count; i++) id_values[i] = (int32_t)test_rng_int(&S.rng, 0, vocab - 1);
-  id_values[0] = (int32_t)(vocab - 1);
+  int32_t *id_values = random_ids(count, vocab);
   dev ids = dev_ints(ids_shape, id_values);
   shape out_shape = ids_shape;
   out_shape.d[out_shape.ndim++] = dim;

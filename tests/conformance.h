@@ -204,6 +204,14 @@ static inline dev dev_ints(shape s, const int32_t *values) {
   return d;
 }
 
+/* `count` random token ids below `vocab`, the first the last id (the edge). */
+static inline int32_t *random_ids(int64_t count, int64_t vocab) {
+  int32_t *ids = host_alloc((size_t)count * sizeof *ids);
+  for (int64_t i = 0; i < count; i++) ids[i] = (int32_t)test_rng_int(&S.rng, 0, vocab - 1);
+  ids[0] = (int32_t)(vocab - 1);
+  return ids;
+}
+
 /* 0xFF bytes: NaN in f32, f16 and bf16, -1 in i32. */
 static inline void dev_poison(const dev *d) {
   must(gllmk_buffer_fill(d->buffer, 0, dev_bytes(d), 0xFF), "gllmk_buffer_fill");

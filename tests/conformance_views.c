@@ -494,9 +494,7 @@ static void embedding_view_case(gllmk_dtype dtype, int64_t vocab, int64_t dim, s
                                 const layout *table_layout, const layout *out_layout) {
   placed table = place_in(dtype, SHAPE(vocab, dim), table_layout, -2, 2);
   int64_t count = shape_numel(ids_shape);
-  int32_t *ids_v = host_alloc((size_t)count * sizeof *ids_v);
-  for (int64_t i = 0; i < count; i++) ids_v[i] = (int32_t)test_rng_int(&S.rng, 0, vocab - 1);
-  ids_v[0] = (int32_t)(vocab - 1);
+  int32_t *ids_v = random_ids(count, vocab);
   dev ids = dev_ints(ids_shape, ids_v);
   shape out_shape = ids_shape;
   out_shape.d[out_shape.ndim++] = dim;

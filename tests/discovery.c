@@ -7,7 +7,6 @@
  * TEST_CPU_PLUGIN (the built cpu plugin) and TEST_LIB_DIR (the directory of
  * the libgllmk.so.0 the tests link against).
  */
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -33,40 +32,13 @@ static char plugin_dir[PATH_MAX];
 
 /* --------------------------------------------------------- temp dirs */
 
-static void setup(void) {
-  snprintf(plugin_dir, sizeof plugin_dir, "%s/gllmk-discovery-XXXXXX",
-           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  ck_assert_ptr_nonnull(mkdtemp(plugin_dir));
-}
+static void setup(void) { test_temp_dir(plugin_dir, sizeof plugin_dir, "gllmk-discovery"); }
 
-static void teardown(void) {
-  DIR *d = opendir(plugin_dir);
-  if (d) {
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-      char path[PATH_MAX + 256];
-      snprintf(path, sizeof path, "%s/%s", plugin_dir, e->d_name);
-      unlink(path);
-    }
-    closedir(d);
-  }
-  rmdir(plugin_dir);
-}
+static void teardown(void) { test_remove_dir(plugin_dir); }
 
 /* Copies `src` into the plugin dir as `name` with `mode`. */
 static void add_file(const char *src, const char *name, mode_t mode) {
-  char dst[PATH_MAX + 256];
-  snprintf(dst, sizeof dst, "%s/%s", plugin_dir, name);
-  FILE *in = fopen(src, "rb");
-  ck_assert_msg(in != NULL, "cannot open %s: %s", src, strerror(errno));
-  FILE *out = fopen(dst, "wb");
-  ck_assert_msg(out != NULL, "cannot create %s: %s", dst, strerror(errno));
-  char chunk[65536];
-  for (size_t n; (n = fread(chunk, 1, sizeof chunk, in)) > 0;)
-    ck_assert_uint_eq(fwrite(chunk, 1, n, out), n);
-  fclose(in);
-  ck_assert_int_eq(fclose(out), 0);
-  ck_assert_int_eq(chmod(dst, mode), 0);
+  test_copy_file(src, plugin_dir, name, mode);
 }
 
 /* A built fake variant ("vulkan", "nodevice", ...) as `name`. */

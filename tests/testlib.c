@@ -3,10 +3,14 @@
  */
 #include "testlib.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -166,4 +170,38 @@ double test_round(gllmk_dtype dtype, double value) {
 
 int test_contains(const char *text, const char *needle) {
   return text != NULL && needle != NULL && strstr(text, needle) != NULL;
+}
+
+/* ---------------------------------------------------------- temp dirs */
+
+void test_temp_dir(char *dir, size_t size, const char *prefix) {
+  snprintf(dir, size, "%s/%s-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", prefix);
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+void test_remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    char path[PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  if (d) closedir(d);
+  rmdir(dir);
+}
+
+void test_copy_file(const char *src, const char *dir, const char *name, unsigned mode) {
+  char dst[PATH_MAX + 256];
+  snprintf(dst, sizeof dst, "%s/%s", dir, name);
+  FILE *in = fopen(src, "rb");
+  ck_assert_msg(in != NULL, "cannot open %s: %s", src, strerror(errno));
+  FILE *out = fopen(dst, "wb");
+  ck_assert_msg(out != NULL, "cannot create %s: %s", dst, strerror(errno));
+  char chunk[65536];
+  for (size_t n; (n = fread(chunk, 1, sizeof chunk, in)) > 0;)
+    ck_assert_uint_eq(fwrite(chunk, 1, n, out), n);
+  fclose(in);
+  ck_assert_int_eq(fclose(out), 0);
+  ck_assert_int_eq(chmod(dst, (mode_t)mode), 0);
 }

@@ -67,6 +67,16 @@ double test_round(gllmk_dtype dtype, double value);
 double test_load(gllmk_dtype dtype, const void *data, int64_t index);
 void test_store(gllmk_dtype dtype, void *data, int64_t index, double value);
 
+/* ---------------------------------------------------------- temp dirs */
+
+/* A new empty directory $TMPDIR/<prefix>-XXXXXX, its path in `dir`
+ * (a test's own plugin directory). */
+void test_temp_dir(char *dir, size_t size, const char *prefix);
+/* Removes `dir` and the files in it. */
+void test_remove_dir(const char *dir);
+/* Copies the file `src` into `dir` as `name`, with `mode`. */
+void test_copy_file(const char *src, const char *dir, const char *name, unsigned mode);
+
 /* Whether `text` contains `needle` (both non-NULL). */
 int test_contains(const char *text, const char *needle);
 
