@@ -40,7 +40,8 @@ static const op_layout layouts[GLLMK_OP_COUNT] = {
     LAYOUT(layernorm, 4, AT(layernorm, out), AT(layernorm, x), AT(layernorm, weight),
            AT(layernorm, bias)),
     LAYOUT(softmax, 2, AT(softmax, out), AT(softmax, x)),
-    LAYOUT(rope, 3, AT(rope, out), AT(rope, x), AT(rope, positions)),
+    [GLLMK_OP_rope] = {AT(rope, inv_freq), 4,
+                       {AT(rope, out), AT(rope, x), AT(rope, positions), AT(rope, inv_freq)}},
     LAYOUT(embedding, 3, AT(embedding, out), AT(embedding, table), AT(embedding, ids)),
     [GLLMK_OP_matmul] = {AT(matmul, flags), 4,
                          {AT(matmul, out), AT(matmul, a), AT(matmul, b), AT(matmul, bias)}},
@@ -61,14 +62,20 @@ static const size_t op_sizes[GLLMK_OP_COUNT] = {
 #include "gllmk/gllmk_ops.def"
 };
 
-/* Fields appended after ABI 2.0: a plugin built before `minor` gets them
- * (and every later field of the struct) as zero. */
+/* Fields appended after ABI 2.0: a plugin built before `minor` gets them as
+ * zero. A `needed` field changes the result when set, so zero is no safe
+ * default for it: a call that sets it fails on such a plugin instead. */
+#define EXTENSION(op, field, minor, needed) \
+  {GLLMK_OP_##op, AT(op, field), sizeof(((gllmk_##op##_args *)0)->field), minor, needed, #field}
 static const struct {
   gllmk_op op;
-  size_t offset;
+  size_t offset, size;
   uint32_t minor;
+  bool needed;
+  const char *name;
 } extensions[] = {
-    {GLLMK_OP_matmul, AT(matmul, flags), 1},
+    EXTENSION(matmul, flags, 1, false),
+    EXTENSION(rope, inv_freq, 2, true),
 };
 
 size_t core_args_size(gllmk_op op) { return op_sizes[op]; }
@@ -134,12 +141,22 @@ static gllmk_status resolve_tensors(const char *fn, const core_call *call,
   return GLLMK_OK;
 }
 
-/* The struct as the plugin's ABI minor knows it. */
-static void fit_to_plugin(const gllmk_plugin *plugin, gllmk_op op, core_args *args) {
-  uint32_t minor = plugin->abi_version & 0xffffu;
-  for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
-    if (extensions[i].op == op && extensions[i].minor > minor)
-      memset((char *)args + extensions[i].offset, 0, op_sizes[op] - extensions[i].offset);
+/* The struct as the plugin's ABI minor knows it, or a refusal where the call
+ * needs a field that minor lacks. */
+static gllmk_status fit_to_plugin(const char *fn, const core_context *context, gllmk_op op,
+                                  core_args *args) {
+  uint32_t minor = context->plugin->abi_version & 0xffffu;
+  for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++) {
+    if (extensions[i].op != op || extensions[i].minor <= minor) continue;
+    char *field = (char *)args + extensions[i].offset;
+    if (extensions[i].needed && !core_tail_is_zero(field, 0, extensions[i].size))
+      return core_fail(GLLMK_ERR_UNSUPPORTED,
+                       "%s: %s needs plugin ABI %d.%u, the %s plugin has %d.%u", fn,
+                       extensions[i].name, GLLMK_PLUGIN_ABI_MAJOR, extensions[i].minor,
+                       context->backend, GLLMK_PLUGIN_ABI_MAJOR, minor);
+    memset(field, 0, extensions[i].size);
+  }
+  return GLLMK_OK;
 }
 
 typedef gllmk_status (*plugin_op_fn)(gllmk_plugin_device *, const void *);
@@ -165,8 +182,7 @@ static gllmk_status resolved_args(const char *fn, const core_context *context,
                                   core_args *out_args) {
   CORE_TRY(resolve_tensors(fn, call, tensors));
   core_call_args(call, tensors, out_args);
-  fit_to_plugin(context->plugin, call->op, out_args);
-  return GLLMK_OK;
+  return fit_to_plugin(fn, context, call->op, out_args);
 }
 
 /* Hands a call whose arguments are already resolved to the plugin. */

@@ -25,7 +25,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "handles.h"
 
 _Static_assert(sizeof(void *) == sizeof(uint64_t), "handles are pointer-sized 64-bit values");
 

@@ -11,9 +11,9 @@
 
 /* --------------------------------------------------------------- errors */
 
-/* Sets this thread's last error and returns `status`. */
-gllmk_status core_fail(gllmk_status status, const char *format, ...)
-    __attribute__((format(printf, 2, 3)));
+/* Sets this thread's last error and returns `status` (the public call,
+ * under the name the core has always used). */
+#define core_fail gllmk_set_error
 /* Returns from the calling function when `expr` is not GLLMK_OK. */
 #define CORE_TRY(expr)                                 \
   do {                                                 \
@@ -73,20 +73,7 @@ bool core_plugin_reaches(const gllmk_plugin *plugin, size_t offset, size_t size)
   (core_plugin_reaches((plugin), offsetof(gllmk_plugin, field), sizeof (plugin)->field) \
        ? (plugin)->field : NULL)
 
-/* --------------------------------------------------------------- handles */
-
-typedef enum core_handle_kind {
-  CORE_HANDLE_CONTEXT = 1,
-  CORE_HANDLE_BUFFER = 2,
-  CORE_HANDLE_RECORDING = 3,
-} core_handle_kind;
-
-/* A new handle for `object`, 0 if the table is full or out of memory. */
-uint64_t core_handle_new(core_handle_kind kind, void *object);
-/* The object of a live handle of `kind`, NULL for anything else. */
-void *core_handle_get(uint64_t handle, core_handle_kind kind);
-/* Retires the handle: every later lookup fails. */
-void core_handle_release(uint64_t handle, core_handle_kind kind);
+#include "handles.h"
 
 /* ----------------------------------------------------------------- calls */
 

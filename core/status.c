@@ -9,19 +9,6 @@
 
 static _Thread_local char last_error[1024];
 
-/* The message is formatted into a scratch buffer first: an argument may be
- * gllmk_last_error() itself (a caller wrapping a plugin's message), and
- * vsnprintf into the buffer it is reading from garbles the text. */
-gllmk_status core_fail(gllmk_status status, const char *format, ...) {
-  char message[sizeof last_error];
-  va_list args;
-  va_start(args, format);
-  vsnprintf(message, sizeof message, format, args);
-  va_end(args);
-  memcpy(last_error, message, sizeof last_error);
-  return status;
-}
-
 void core_format(char *out, size_t size, const char *format, ...) {
   va_list args;
   va_start(args, format);
@@ -32,6 +19,19 @@ void core_format(char *out, size_t size, const char *format, ...) {
 void core_clear_error(void) { last_error[0] = '\0'; }
 
 const char *gllmk_last_error(void) { return last_error; }
+
+/* The message is formatted into a scratch buffer first: an argument may be
+ * gllmk_last_error() itself (a caller wrapping a plugin's message), and
+ * vsnprintf into the buffer it is reading from garbles the text. */
+gllmk_status gllmk_set_error(gllmk_status status, const char *format, ...) {
+  char message[sizeof last_error];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(message, sizeof message, format, args);
+  va_end(args);
+  memcpy(last_error, message, sizeof last_error);
+  return status;
+}
 
 const gllmk_plugin_host core_plugin_host = {
     .struct_size = sizeof(gllmk_plugin_host),

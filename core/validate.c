@@ -39,12 +39,18 @@ static gllmk_status float_tensor(const op_call *c, const char *arg, const gllmk_
   return GLLMK_OK;
 }
 
-static gllmk_status i32_tensor(const op_call *c, const char *arg, const gllmk_tensor *t) {
+/* A tensor of exactly `dtype` (I32 indices, F32 lse and rope frequencies). */
+static gllmk_status dtype_tensor(const op_call *c, const char *arg, const gllmk_tensor *t,
+                                 gllmk_dtype dtype) {
   CORE_TRY(tensor(c, arg, t));
-  if (t->dtype != GLLMK_I32)
-    return INVALID("%s: %s.dtype=%s, expected i32", c->fn, arg,
-                   gllmk_dtype_name((gllmk_dtype)t->dtype));
+  if (t->dtype != (int32_t)dtype)
+    return INVALID("%s: %s.dtype=%s, expected %s", c->fn, arg,
+                   gllmk_dtype_name((gllmk_dtype)t->dtype), gllmk_dtype_name(dtype));
   return GLLMK_OK;
+}
+
+static gllmk_status i32_tensor(const op_call *c, const char *arg, const gllmk_tensor *t) {
+  return dtype_tensor(c, arg, t, GLLMK_I32);
 }
 
 static gllmk_status ndim_is(const op_call *c, const char *arg, const gllmk_tensor *t, int32_t n) {
@@ -353,6 +359,13 @@ static gllmk_status validate_rope(const op_call *c, const gllmk_rope_args *a) {
                    a->rotary_dim, (long long)head_dim);
   if (a->style != GLLMK_ROPE_NEOX && a->style != GLLMK_ROPE_GPTJ)
     return INVALID("%s: style=%d is not a gllmk_rope_style", c->fn, a->style);
+  if (a->inv_freq) { /* the frequencies, instead of theta */
+    CORE_TRY(dtype_tensor(c, "inv_freq", a->inv_freq, GLLMK_F32));
+    CORE_TRY(ndim_is(c, "inv_freq", a->inv_freq, 1));
+    CORE_TRY(dim_is(c, "inv_freq", a->inv_freq, 0, a->rotary_dim / 2, "rotary_dim/2"));
+    CORE_TRY(contiguous(c, "inv_freq", a->inv_freq));
+    return no_overlap(c, "out", a->out, "inv_freq", a->inv_freq, false);
+  }
   CORE_TRY(finite_value(c, "theta", a->theta));
   if (a->theta <= 1.0f) return INVALID("%s: theta=%g must be > 1", c->fn, (double)a->theta);
   return GLLMK_OK;
@@ -473,8 +486,7 @@ static gllmk_status validate_attention(const op_call *c, const gllmk_attention_a
     CORE_TRY(no_overlap(c, "out", a->out, "kv_lens", a->kv_lens, false));
   }
   if (a->lse) {
-    CORE_TRY(tensor(c, "lse", a->lse));
-    if (a->lse->dtype != GLLMK_F32) return INVALID("%s: lse.dtype must be f32", c->fn);
+    CORE_TRY(dtype_tensor(c, "lse", a->lse, GLLMK_F32));
     CORE_TRY(ndim_is(c, "lse", a->lse, 3));
     CORE_TRY(dim_is(c, "lse", a->lse, 0, a->q->shape[0], "the batch"));
     CORE_TRY(dim_is(c, "lse", a->lse, 1, a->q->shape[2], "q heads"));

@@ -48,14 +48,20 @@ static gllmk_context *cpu_context(void) {
   return context_on("cpu");
 }
 
-/* An f32 tensor of `n` elements at the start of a new buffer holding `values`. */
-static gllmk_tensor f32_tensor(gllmk_context *ctx, int64_t n, const float *values) {
+/* A 1-D tensor of `n` 4-byte elements (f32 or i32) at the start of a new
+ * buffer holding `values` (or not written: NULL). */
+static gllmk_tensor tensor_1d(gllmk_context *ctx, gllmk_dtype dtype, int64_t n,
+                              const void *values) {
   gllmk_buffer *buffer;
   ck_assert_int_eq(gllmk_buffer_alloc(ctx, (uint64_t)n * 4, &buffer), GLLMK_OK);
   if (values) ck_assert_int_eq(gllmk_buffer_write(buffer, 0, values, (uint64_t)n * 4), GLLMK_OK);
   gllmk_tensor t;
-  ck_assert_int_eq(gllmk_tensor_make(buffer, 0, GLLMK_F32, 1, &n, &t), GLLMK_OK);
+  ck_assert_int_eq(gllmk_tensor_make(buffer, 0, dtype, 1, &n, &t), GLLMK_OK);
   return t;
+}
+
+static gllmk_tensor f32_tensor(gllmk_context *ctx, int64_t n, const float *values) {
+  return tensor_1d(ctx, GLLMK_F32, n, values);
 }
 
 static void read_f32(const gllmk_tensor *t, float *out, int64_t n) {
@@ -176,6 +182,96 @@ START_TEST(unknown_matmul_flags_are_refused) {
   args.flags = GLLMK_MATMUL_ALLOW_TF32; /* an allowance: exact F32 is still a right answer */
   ck_assert_int_eq(gllmk_matmul(ctx, &args), GLLMK_OK);
   expect_out(&m, 11, 17);
+  gllmk_context_destroy(ctx);
+}
+END_TEST
+
+/* ----------------------------------------- fields a plugin must know */
+
+/* gllmk_rope_args as a program built against ABI 2.1 saw it (no inv_freq). */
+#define ROPE_ARGS_V2_1 offsetof(gllmk_rope_args, inv_freq)
+
+/* rope of one pair: x [tokens <= 2, 1, 2] at `positions` into out (holding
+ * -7), by theta 10000 (NeoX) or by inv_freq = 0.5 radians per position;
+ * args point into the struct. */
+typedef struct small_rope {
+  gllmk_tensor x, out, positions, inv_freq;
+  gllmk_rope_args args;
+} small_rope;
+
+static const float poison4[4] = {-7, -7, -7, -7};
+
+static void small_rope_on(gllmk_context *ctx, int64_t tokens, const float *x,
+                          const int32_t *positions, small_rope *r) {
+  const int64_t shape[] = {tokens, 1, 2};
+  r->x = f32_tensor(ctx, 2 * tokens, x);
+  r->out = f32_tensor(ctx, 2 * tokens, poison4);
+  ck_assert_int_eq(gllmk_tensor_reshape(&r->x, 3, shape, &r->x), GLLMK_OK);
+  ck_assert_int_eq(gllmk_tensor_reshape(&r->out, 3, shape, &r->out), GLLMK_OK);
+  r->positions = tensor_1d(ctx, GLLMK_I32, tokens, positions);
+  r->inv_freq = f32_tensor(ctx, 1, (const float[]){0.5f});
+  r->args = (gllmk_rope_args){.out = &r->out, .x = &r->x, .positions = &r->positions,
+                              .theta = 10000.0f, .rotary_dim = 2, .style = GLLMK_ROPE_NEOX,
+                              .inv_freq = &r->inv_freq};
+}
+
+static void expect_near(const gllmk_tensor *t, const float *want, int64_t n) {
+  float got[4];
+  read_f32(t, got, n);
+  for (int64_t i = 0; i < n; i++)
+    ck_assert_msg(fabsf(got[i] - want[i]) < 1e-6f, "[%d] = %g, expected %g", (int)i,
+                  (double)got[i], (double)want[i]);
+}
+
+/* rope's inv_freq (ABI 2.2) changes what rope computes, so a plugin of ABI
+ * 2.1, which would run the call without it and return OK, gets no such
+ * call: the core refuses it, naming both versions, and runs nothing. The
+ * same plugin still runs rope without inv_freq, and so does a caller whose
+ * struct predates the field. */
+START_TEST(a_needed_field_newer_than_the_plugin_is_refused) {
+  add_fake("software", "gllmk-fakesw.so"); /* ABI 2.1 */
+  gllmk_context *ctx = context_on("fakesw");
+  small_rope r; /* (1, 0) at position 0, (0, 1) at position 1 */
+  small_rope_on(ctx, 2, (const float[]){1, 0, 0, 1}, (const int32_t[]){0, 1}, &r);
+  const char *expected = "gllmk_rope: inv_freq needs plugin ABI 2.2, the fakesw plugin has 2.1";
+  ck_assert_int_eq(gllmk_rope(ctx, &r.args), GLLMK_ERR_UNSUPPORTED);
+  ck_assert_msg(test_contains(gllmk_last_error(), expected), "%s", gllmk_last_error());
+  ck_assert_int_eq(gllmk_op_supported(ctx, GLLMK_OP_rope, &r.args, sizeof r.args),
+                   GLLMK_ERR_UNSUPPORTED);
+  ck_assert_msg(test_contains(gllmk_last_error(), expected), "%s", gllmk_last_error());
+  ck_assert_int_eq(gllmk_recording_begin(ctx), GLLMK_OK);
+  ck_assert_int_eq(gllmk_rope(ctx, &r.args), GLLMK_ERR_UNSUPPORTED); /* not recorded either */
+  gllmk_recording *recording;
+  ck_assert_int_eq(gllmk_recording_end(ctx, &recording), GLLMK_OK);
+  ck_assert_int_eq(gllmk_recording_replay(recording), GLLMK_OK);
+  gllmk_recording_free(recording);
+  ck_assert_int_eq(gllmk_synchronize(ctx), GLLMK_OK);
+  expect_near(&r.out, poison4, 4); /* nothing ran */
+  /* Without inv_freq it runs: (1, 0) stays, (0, 1) turns by 1 radian. */
+  const float want[4] = {1, 0, -sinf(1.0f), cosf(1.0f)};
+  r.args.inv_freq = NULL;
+  ck_assert_int_eq(gllmk_rope(ctx, &r.args), GLLMK_OK);
+  ck_assert_int_eq(gllmk_synchronize(ctx), GLLMK_OK);
+  expect_near(&r.out, want, 4);
+  /* A caller built against ABI 2.1 passes the smaller struct: whatever lies
+   * past it is not read. */
+  ck_assert_int_eq(gllmk_buffer_write(r.out.buffer, 0, poison4, sizeof poison4), GLLMK_OK);
+  r.args.inv_freq = &r.inv_freq;
+  ck_assert_int_eq(gllmk_op_run(ctx, GLLMK_OP_rope, &r.args, ROPE_ARGS_V2_1), GLLMK_OK);
+  expect_near(&r.out, want, 4);
+  gllmk_context_destroy(ctx);
+}
+END_TEST
+
+/* The same call on a plugin of this ABI uses inv_freq (the cpu plugin). */
+START_TEST(a_needed_field_is_used_by_a_plugin_that_knows_it) {
+  gllmk_context *ctx = cpu_context();
+  small_rope r; /* (0, 1) at position 3, GPT-J, theta 0 (ignored) */
+  small_rope_on(ctx, 1, (const float[]){0, 1}, (const int32_t[]){3}, &r);
+  r.args.theta = 0.0f;
+  r.args.style = GLLMK_ROPE_GPTJ;
+  ck_assert_int_eq(gllmk_rope(ctx, &r.args), GLLMK_OK);
+  expect_near(&r.out, (const float[]){-sinf(1.5f), cosf(1.5f)}, 2); /* 3 * 0.5 radians */
   gllmk_context_destroy(ctx);
 }
 END_TEST
@@ -497,6 +593,8 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, a_caller_built_against_a_smaller_struct_still_works);
   tcase_add_test(tc, struct_sizes_outside_what_the_library_knows);
   tcase_add_test(tc, unknown_matmul_flags_are_refused);
+  tcase_add_test(tc, a_needed_field_newer_than_the_plugin_is_refused);
+  tcase_add_test(tc, a_needed_field_is_used_by_a_plugin_that_knows_it);
   tcase_add_test(tc, supported_answers_before_anything_runs);
   tcase_add_test(tc, recordings_compiled_by_a_plugin);
   tcase_add_test(tc, recordings_replayed_by_the_core);

@@ -10,6 +10,7 @@
  * offset, overflow, other context, overlap with an output) plus the op's
  * own scalar and shape rules, and checks the outcome.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -67,6 +68,7 @@ typedef struct extra {
   extra_type type;
   size_t offset; /* of the scalar in the args struct */
   double value;
+  int without; /* 1 + the optional slot left NULL for the rule (0: none) */
   int slots[4], dims[4], count; /* EXTRA_SHAPE: dims[i] of slots[i] ... */
   int64_t sizes[4];             /* ... becomes sizes[i] */
   int first, second;            /* EXTRA_ALIAS */
@@ -165,6 +167,17 @@ static void bad_scalar(const char *what, extra_type type, size_t offset, double 
   bad_scalar(#member "=" #v, EXTRA_I32, offsetof(gllmk_##op##_args, member), v)
 #define BAD_F32(op, member, v) \
   bad_scalar(#member "=" #v, EXTRA_F32, offsetof(gllmk_##op##_args, member), v)
+
+/* An F32 scalar that is bad while the optional tensor `field` is NULL (the
+ * rule leaves it NULL). */
+static void bad_scalar_without(const char *what, size_t offset, double value,
+                               const gllmk_tensor **field) {
+  bad_scalar(what, EXTRA_F32, offset, value);
+  T.c.extras[T.c.extra_count - 1].without = slot_index(field) + 1;
+}
+#define BAD_F32_WITHOUT(op, member, v, field)                                            \
+  bad_scalar_without(#member "=" #v " without " #field, offsetof(gllmk_##op##_args, member), \
+                     v, &(field))
 
 /* Sets dim `dims[i]` of tensor `slots[i]` to `sizes[i]` for i < count. */
 static void bad_shape(const char *what, int count, const gllmk_tensor **const *fields,
@@ -287,10 +300,17 @@ static void build_rope(gllmk_rope_args *a) {
   SLOT(a->out, KIND_FLOAT, SLOT_OUTPUT, NULL, 2, 3, 8);
   SLOT(a->x, KIND_FLOAT, 0, NULL, 2, 3, 8);
   SLOT(a->positions, KIND_I32, 0, positions, 2);
+  /* ABI 2.2: the caller's frequencies, F32 [rotary_dim / 2] and dense. */
+  SLOT(a->inv_freq, KIND_F32, SLOT_OPTIONAL | SLOT_CONTIGUOUS, NULL, 4);
   BAD_I32(rope, rotary_dim, 3);
   BAD_I32(rope, rotary_dim, 10);
   BAD_I32(rope, rotary_dim, -2);
+  BAD_I32(rope, rotary_dim, 4); /* inv_freq has 4 entries, rotary_dim 4 takes 2 */
   BAD_I32(rope, style, 2);
+  /* theta matters only without inv_freq (with it, 0 is valid). */
+  BAD_F32_WITHOUT(rope, theta, 0.0, a->inv_freq);
+  BAD_F32_WITHOUT(rope, theta, 1.0, a->inv_freq);
+  BAD_F32_WITHOUT(rope, theta, NAN, a->inv_freq);
 }
 
 static void build_embedding(gllmk_embedding_args *a) {
@@ -570,6 +590,7 @@ static void break_overlaps(void) {
 
 static void apply_extra(const extra *e) {
   char *args = (char *)&T.c.args;
+  if (e->without) *T.c.slots[e->without - 1].field = NULL;
   switch (e->type) {
     case EXTRA_I32: {
       int32_t v = (int32_t)e->value;

@@ -49,9 +49,8 @@
 
 /* ------------------------------------------------------------ state */
 
-#define MAX_BACKENDS 16
-static char backend_names[MAX_BACKENDS][64];
-static bool backend_is_software[MAX_BACKENDS];
+#define MAX_BACKENDS TEST_MAX_BACKENDS
+static test_backend backends[MAX_BACKENDS];
 static int backend_count;
 
 /* ------------------------------------------------------ problem sizes */
@@ -509,20 +508,42 @@ static void conf_softmax(void) {
 
 /* -------------------------------------------------------------- rope */
 
+/* Where a rope case's frequencies come from: theta, or an inv_freq table. */
+typedef enum rope_freq { FREQ_THETA, FREQ_LLAMA3, FREQ_RANDOM } rope_freq;
+
 typedef struct rope_problem {
   int64_t tokens, heads, head_dim, rotary_dim;
   int32_t style;
   int32_t max_position;
-  float theta;
+  float theta; /* what the call passes (ignored with a table: 0 is valid then) */
   bool in_place;
+  rope_freq freq;
 } rope_problem;
 
+/* The frequency table of a FREQ_LLAMA3 / FREQ_RANDOM case, F32 on the
+ * device (host values rounded to F32, as the device reads them). */
+static dev rope_inv_freq(rope_freq freq, int64_t rotary_dim) {
+  int64_t half = rotary_dim / 2;
+  dev d = dev_new(GLLMK_F32, SHAPE(half));
+  if (freq == FREQ_LLAMA3) /* Llama 3.1's rope_scaling */
+    ref_llama3_inv_freq(500000.0, rotary_dim, 8.0, 1.0, 4.0, 8192.0, d.host);
+  else /* log-uniform in [1e-6, 8] radians per position: past a turn too */
+    for (int64_t j = 0; j < half; j++)
+      d.host[j] = exp(test_rng_uniform(&S.rng, log(1e-6), log(8.0)));
+  dev_upload(&d);
+  return d;
+}
+
+static const char *rope_freq_name(rope_freq freq) {
+  return freq == FREQ_LLAMA3 ? " inv_freq=llama3" : freq == FREQ_RANDOM ? " inv_freq=random" : "";
+}
+
 static void rope_case(gllmk_dtype dtype, const rope_problem *p) {
-  const char *what = label("rope %s %s T=%lld H=%lld D=%lld rotary=%lld theta=%g positions<=%d%s",
+  const char *what = label("rope %s %s T=%lld H=%lld D=%lld rotary=%lld theta=%g%s positions<=%d%s",
                            dname(dtype), p->style == GLLMK_ROPE_NEOX ? "neox" : "gptj",
                            (long long)p->tokens, (long long)p->heads, (long long)p->head_dim,
-                           (long long)p->rotary_dim, (double)p->theta, p->max_position,
-                           p->in_place ? " in place" : "");
+                           (long long)p->rotary_dim, (double)p->theta, rope_freq_name(p->freq),
+                           p->max_position, p->in_place ? " in place" : "");
   shape s = SHAPE(p->tokens, p->heads, p->head_dim);
   dev x = dev_random(dtype, s, -2, 2);
   int32_t *positions = host_alloc((size_t)p->tokens * sizeof *positions);
@@ -531,12 +552,15 @@ static void rope_case(gllmk_dtype dtype, const rope_problem *p) {
   positions[0] = p->max_position;
   if (p->tokens > 1) positions[1] = 0;
   dev pos = dev_ints(SHAPE(p->tokens), positions);
+  dev inv_freq = {0};
+  if (p->freq != FREQ_THETA) inv_freq = rope_inv_freq(p->freq, p->rotary_dim);
   double *ref = host_alloc((size_t)x.numel * sizeof *ref);
-  ref_rope(p->tokens, p->heads, p->head_dim, x.host, positions, p->theta, p->rotary_dim,
-           p->style, ref);
+  ref_rope_freq(p->tokens, p->heads, p->head_dim, x.host, positions, p->theta,
+                p->freq != FREQ_THETA ? inv_freq.host : NULL, p->rotary_dim, p->style, ref);
   dev out = p->in_place ? x : dev_output(dtype, s);
   RUN_OP(gllmk_rope(S.ctx, &(gllmk_rope_args){&out.t, &x.t, &pos.t, p->theta,
-                                               (int32_t)p->rotary_dim, p->style}),
+                                               (int32_t)p->rotary_dim, p->style,
+                                               p->freq != FREQ_THETA ? &inv_freq.t : NULL}),
          what);
   dev_download(&out);
   expect_close(what, dtype, out.numel, out.host, ref);
@@ -544,15 +568,24 @@ static void rope_case(gllmk_dtype dtype, const rope_problem *p) {
 
 static void conf_rope(void) {
   const rope_problem problems[] = {
-      {1, 1, 8, 8, GLLMK_ROPE_NEOX, 3, 10000.0f, false},
-      {5, 3, 64, 64, GLLMK_ROPE_NEOX, 4096, 10000.0f, false},
-      {5, 3, 64, 64, GLLMK_ROPE_GPTJ, 4096, 10000.0f, true},
-      {7, 4, 128, 32, GLLMK_ROPE_NEOX, 2048, 10000.0f, false}, /* partial rotary */
-      {7, 4, 80, 40, GLLMK_ROPE_GPTJ, 2048, 10000.0f, true},
-      {3, 2, 96, 96, GLLMK_ROPE_NEOX, 100000, 1000000.0f, true}, /* long context */
-      {3, 2, 64, 64, GLLMK_ROPE_GPTJ, 100000, 500000.0f, false},
+      {1, 1, 8, 8, GLLMK_ROPE_NEOX, 3, 10000.0f, false, FREQ_THETA},
+      {5, 3, 64, 64, GLLMK_ROPE_NEOX, 4096, 10000.0f, false, FREQ_THETA},
+      {5, 3, 64, 64, GLLMK_ROPE_GPTJ, 4096, 10000.0f, true, FREQ_THETA},
+      {7, 4, 128, 32, GLLMK_ROPE_NEOX, 2048, 10000.0f, false, FREQ_THETA}, /* partial rotary */
+      {7, 4, 80, 40, GLLMK_ROPE_GPTJ, 2048, 10000.0f, true, FREQ_THETA},
+      {3, 2, 96, 96, GLLMK_ROPE_NEOX, 100000, 1000000.0f, true, FREQ_THETA}, /* long context */
+      {3, 2, 64, 64, GLLMK_ROPE_GPTJ, 100000, 500000.0f, false, FREQ_THETA},
       {S.quick ? 3 : 9, S.quick ? 4 : 32, 128, 128, GLLMK_ROPE_NEOX, 8191,
-       500000.0f, true},
+       500000.0f, true, FREQ_THETA},
+      /* The caller's frequencies (ABI 2.2): Llama 3.1's scaled table with
+       * theta 0 (ignored), a random one with a theta that must be ignored;
+       * long contexts, partial rotary, widths with and without 8-pair steps. */
+      {9, 4, 128, 128, GLLMK_ROPE_NEOX, 100000, 0.0f, false, FREQ_LLAMA3},
+      {5, 3, 96, 64, GLLMK_ROPE_GPTJ, 100000, 0.0f, true, FREQ_LLAMA3},
+      {5, 3, 30, 20, GLLMK_ROPE_NEOX, 100000, 0.0f, false, FREQ_LLAMA3},
+      {7, 2, 64, 48, GLLMK_ROPE_NEOX, 100000, 10000.0f, true, FREQ_RANDOM},
+      {6, 3, 80, 80, GLLMK_ROPE_GPTJ, 100000, 10000.0f, false, FREQ_RANDOM},
+      {4, 5, 40, 18, GLLMK_ROPE_GPTJ, 65535, 0.0f, true, FREQ_RANDOM},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
@@ -1303,9 +1336,9 @@ static void teardown(void) {
 /* Starts test `op` on backend number `backend`: the state, the random
  * stream, and a context forced onto that backend. */
 static void begin_test(int backend, const char *op, uint64_t stream) {
-  S.backend = backend_names[backend];
+  S.backend = backends[backend].name;
   S.op = op;
-  S.quick = test_opts.quick || backend_is_software[backend];
+  S.quick = test_opts.quick || backends[backend].software;
   S.rng = test_rng_for(stream);
   gllmk_context_options options = {.backend = S.backend, .plugin_dir = test_opts.plugin_dir};
   must(gllmk_context_create(&options, &S.ctx), "gllmk_context_create");
@@ -1413,7 +1446,7 @@ static int exit_with_context_open_main(const char *backend, const char *plugin_d
 }
 
 START_TEST(exit_with_context_open) {
-  const char *backend = backend_names[_i];
+  const char *backend = backends[_i].name;
   /* The path read here, not "/proc/self/exe" exec'd by the child: under
    * valgrind the process image is valgrind's tool, and readlink (which
    * valgrind answers) names the program. */
@@ -1442,92 +1475,17 @@ START_TEST(exit_with_context_open) {
 END_TEST
 
 /* Whether the plugin's first device is emulated (lavapipe, PoCL). */
-static bool is_software(const gllmk_discovery *discovery, uint32_t index, char *name,
-                        size_t name_size) {
-  gllmk_device_info info;
-  if (gllmk_discovery_device(discovery, index, 0, &info) != GLLMK_OK) return false;
-  snprintf(name, name_size, "%s", info.name);
-  return (info.flags & GLLMK_DEVICE_SOFTWARE) != 0;
-}
-
-/* Prints why each unusable plugin is skipped and writes "<name> <software>"
- * lines for the others to `out`. An emulated device runs every case at the
- * --quick sizes: it is there for coverage, and full sizes would take it many
- * minutes; --skip-software leaves it out (valgrind: a JIT under valgrind
- * takes an hour). */
-static int list_backends(FILE *out) {
-  gllmk_discovery *discovery;
-  gllmk_context_options options = {.plugin_dir = test_opts.plugin_dir};
-  gllmk_status status = gllmk_discover(&options, &discovery);
-  if (status != GLLMK_OK) {
-    fprintf(stderr, "gllmk_discover: %s: %s\n", gllmk_status_string(status), gllmk_last_error());
-    return EXIT_FAILURE;
-  }
-  for (uint32_t i = 0; i < gllmk_discovery_plugin_count(discovery); i++) {
-    const gllmk_plugin_record *r = gllmk_discovery_plugin(discovery, i);
-    bool usable = r->state == GLLMK_PLUGIN_SELECTED || r->state == GLLMK_PLUGIN_AVAILABLE;
-    char device[128] = "";
-    bool software = usable && is_software(discovery, i, device, sizeof device);
-    if (test_opts.backend && strcmp(r->name, test_opts.backend) != 0) {
-      printf("skipped: %s: not the --backend asked for\n", r->name[0] ? r->name : r->path);
-    } else if (!usable) {
-      printf("skipped: %s: %s: %s\n", r->name[0] ? r->name : r->path,
-             gllmk_plugin_state_name((gllmk_plugin_state)r->state), r->reason);
-    } else if (software && test_opts.skip_software) {
-      printf("skipped: %s: software device (%s), --skip-software\n", r->name, device);
-    } else {
-      if (software && !test_opts.quick)
-        printf("conformance: %s runs on a software device (%s): quick sizes\n", r->name, device);
-      fprintf(out, "%s %d\n", r->name, software);
-    }
-  }
-  gllmk_discovery_free(discovery);
-  return EXIT_SUCCESS;
-}
-
-/* Discovery runs in a child process: loading a plugin may initialise its
- * driver (cuInit), and a driver initialised before Check forks the tests
- * cannot be used in them. */
-static void find_backends(void) {
-  int fds[2];
-  fflush(stdout);
-  pid_t pid = pipe(fds) == 0 ? fork() : -1;
-  if (pid < 0) {
-    perror("conformance: pipe/fork");
-    exit(EXIT_FAILURE);
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    FILE *out = fdopen(fds[1], "w");
-    int result = out ? list_backends(out) : EXIT_FAILURE;
-    if (out) fclose(out);
-    fflush(stdout);
-    _exit(result);
-  }
-  close(fds[1]);
-  FILE *in = fdopen(fds[0], "r");
-  char name[64];
-  int software;
-  while (in && backend_count < MAX_BACKENDS && fscanf(in, "%63s %d", name, &software) == 2) {
-    backend_is_software[backend_count] = software != 0;
-    snprintf(backend_names[backend_count++], sizeof backend_names[0], "%s", name);
-  }
-  if (in) fclose(in);
-  int status;
-  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "conformance: listing the backends failed\n");
-    exit(EXIT_FAILURE);
-  }
-}
-
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--exit-with-context-open") == 0)
     return exit_with_context_open_main(argv[2], argv[3]);
   test_parse_args(argc, argv);
-  find_backends();
+  /* An emulated device runs every case at the --quick sizes: it is there
+   * for coverage, and full sizes would take it many minutes; --skip-software
+   * leaves it out (valgrind: a JIT under valgrind takes an hour). */
+  backend_count = test_find_backends("conformance", backends, MAX_BACKENDS);
   printf("conformance: seed %llu%s, backends:", (unsigned long long)test_opts.seed,
          test_opts.quick ? " (quick sizes)" : "");
-  for (int b = 0; b < backend_count; b++) printf(" %s", backend_names[b]);
+  for (int b = 0; b < backend_count; b++) printf(" %s", backends[b].name);
   printf("\n");
   fflush(stdout);
   if (backend_count == 0) {
@@ -1536,13 +1494,13 @@ int main(int argc, char **argv) {
   }
   Suite *suite = suite_create("conformance");
   for (int b = 0; b < backend_count; b++) {
-    TCase *tc = test_tcase(backend_names[b]);
+    TCase *tc = test_tcase(backends[b].name);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, op_conformance, b * GLLMK_OP_COUNT, (b + 1) * GLLMK_OP_COUNT);
     tcase_add_loop_test(tc, decoder_block, b * FLOAT_DTYPE_COUNT, (b + 1) * FLOAT_DTYPE_COUNT);
     tcase_add_loop_test(tc, recording_replays, b * FLOAT_DTYPE_COUNT, (b + 1) * FLOAT_DTYPE_COUNT);
     tcase_add_loop_test(tc, exit_with_context_open, b, b + 1);
-    conformance_views_add(tc, b, backend_names[b], backend_is_software[b]);
+    conformance_views_add(tc, b, backends[b].name, backends[b].software);
     suite_add_tcase(suite, tc);
   }
   return test_run_suite(suite);

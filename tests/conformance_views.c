@@ -440,21 +440,27 @@ static void views_norms(void) {
 
 /* ----------------------------------------------------------------- rope */
 
-/* x and out [T, H, D]; positions below max_position. */
+/* x and out [T, H, D]; positions below max_position; inv_freq (F32
+ * [rotary_dim / 2]) or NULL: theta's frequencies. */
 static void rope_view_case(const char *name, gllmk_dtype dtype, const placed *x, placed *out,
-                           int64_t rotary_dim, int32_t style, float theta, int32_t max_position) {
+                           int64_t rotary_dim, int32_t style, float theta, int32_t max_position,
+                           const placed *inv_freq) {
   int64_t tokens = x->t.shape[0], heads = x->t.shape[1], head_dim = x->t.shape[2];
-  const char *what = label("rope %s %s %s rotary=%lld theta=%g: x %s, out %s", name, dname(dtype),
-                           style == GLLMK_ROPE_NEOX ? "neox" : "gptj", (long long)rotary_dim,
-                           (double)theta, view_text(&x->t), view_text(&out->t));
+  const char *what = label("rope %s %s %s rotary=%lld theta=%g: x %s, out %s%s%s", name,
+                           dname(dtype), style == GLLMK_ROPE_NEOX ? "neox" : "gptj",
+                           (long long)rotary_dim, (double)theta, view_text(&x->t),
+                           view_text(&out->t), inv_freq ? ", inv_freq " : "",
+                           inv_freq ? view_text(&inv_freq->t) : "");
   int32_t *positions = host_alloc((size_t)tokens * sizeof *positions);
   for (int64_t t = 0; t < tokens; t++) positions[t] = (int32_t)test_rng_int(&S.rng, 0, max_position - 1);
   dev pos = dev_ints(SHAPE(tokens), positions);
   double *ref = host_alloc((size_t)x->n * sizeof *ref);
-  ref_rope(tokens, heads, head_dim, values(x), positions, theta, rotary_dim, style, ref);
+  ref_rope_freq(tokens, heads, head_dim, values(x), positions, theta,
+                inv_freq ? values(inv_freq) : NULL, rotary_dim, style, ref);
   RUN_OP(gllmk_rope(S.ctx, &(gllmk_rope_args){.out = &out->t, .x = &x->t, .positions = &pos.t,
                                                .theta = theta, .rotary_dim = (int32_t)rotary_dim,
-                                               .style = style}),
+                                               .style = style,
+                                               .inv_freq = inv_freq ? &inv_freq->t : NULL}),
          what);
   expect_view_close(what, out, ref);
 }
@@ -466,25 +472,40 @@ static void views_rope(void) {
     placed qkv = place_in(dtype, SHAPE(50, 48, 128), &DENSE, -2, 2);
     placed k = sub_slice(&qkv, 1, 32, 8);
     placed out = place_out(dtype, SHAPE(50, 8, 128), &DENSE);
-    rope_view_case("k heads of a fused qkv", dtype, &k, &out, 128, GLLMK_ROPE_NEOX, 10000.0f, 2048);
+    rope_view_case("k heads of a fused qkv", dtype, &k, &out, 128, GLLMK_ROPE_NEOX, 10000.0f, 2048,
+                   NULL);
     /* In place on the q heads of a fused q/k/v: k and v stay as they are. */
     placed q = sub_slice(&qkv, 1, 0, 32);
     rope_view_case("in place, q heads of a fused qkv", dtype, &q, &q, 128, GLLMK_ROPE_GPTJ,
-                   500000.0f, 8192);
+                   500000.0f, 8192, NULL);
     /* Stored [H, T, D] (permuted); out rows padded, at an odd offset. */
     layout heads_first = perm_layout(3, (const int32_t[]){1, 0, 2}), padded = cols_layout(3, 3, 1);
     placed xp = place_in(dtype, SHAPE(7, 3, 64), &heads_first, -2, 2);
     placed op = place_out(dtype, SHAPE(7, 3, 64), &padded);
-    rope_view_case("permuted x, padded out", dtype, &xp, &op, 32, GLLMK_ROPE_NEOX, 10000.0f, 4096);
+    rope_view_case("permuted x, padded out", dtype, &xp, &op, 32, GLLMK_ROPE_NEOX, 10000.0f, 4096,
+                   NULL);
     /* x dense at an odd offset; out stored [H, T, D]. */
     layout odd = shifted(1);
     placed xs = place_in(dtype, SHAPE(5, 4, 80), &odd, -2, 2);
     placed os = place_out(dtype, SHAPE(5, 4, 80), &heads_first);
-    rope_view_case("odd offset x, permuted out", dtype, &xs, &os, 40, GLLMK_ROPE_GPTJ, 10000.0f, 100000);
+    rope_view_case("odd offset x, permuted out", dtype, &xs, &os, 40, GLLMK_ROPE_GPTJ, 10000.0f,
+                   100000, NULL);
     /* Padded rows in place (row stride > head_dim), aligned rows. */
     layout aligned_pad = cols_layout(3, 16, 8);
     placed xa = place_in(dtype, SHAPE(9, 4, 128), &aligned_pad, -2, 2);
-    rope_view_case("in place, padded aligned rows", dtype, &xa, &xa, 64, GLLMK_ROPE_NEOX, 10000.0f, 8192);
+    rope_view_case("in place, padded aligned rows", dtype, &xa, &xa, 64, GLLMK_ROPE_NEOX, 10000.0f,
+                   8192, NULL);
+    /* The caller's frequencies (ABI 2.2) at odd offsets of larger buffers,
+     * theta 0: on the k heads of the fused q/k/v, and in place on permuted
+     * rows with a partial rotary part (negative frequencies too). */
+    layout three_in = shifted(3), five_in = shifted(5);
+    placed freq = place_in(GLLMK_F32, SHAPE(64), &three_in, 1e-5, 1.0);
+    placed out2 = place_out(dtype, SHAPE(50, 8, 128), &DENSE);
+    rope_view_case("inv_freq, k heads of a fused qkv", dtype, &k, &out2, 128, GLLMK_ROPE_NEOX, 0.0f,
+                   100000, &freq);
+    placed signed_freq = place_in(GLLMK_F32, SHAPE(24), &five_in, -1.0, 1.0);
+    rope_view_case("inv_freq, in place, permuted x", dtype, &xp, &xp, 48, GLLMK_ROPE_GPTJ, 0.0f,
+                   100000, &signed_freq);
   }
 }
 

@@ -4,7 +4,8 @@
  *
  *   VULKAN       "fakevk": a third-party backend of kind VULKAN with one
  *                hardware device; memory ops and fill on malloc'ed memory.
- *   SOFTWARE     "fakesw": the same, but its device is a software device.
+ *   SOFTWARE     "fakesw": the same, but its device is a software device,
+ *                and built for ABI 2.1 (before rope's inv_freq).
  *   NODEVICE     "fakenodev": probes fine and finds no device.
  *   WRONGABI     "fakeabi": built for the next ABI major version.
  *   ABIV1        "fakev1": a plugin of ABI 1.0 (before recordings).
@@ -12,10 +13,12 @@
  *   NOENTRY      exports no gllmk_plugin_entry.
  *   SMALLSTRUCT  "fakesmall": a descriptor with a too-small struct_size.
  *
- * Every variant that loads runs one op, fill, on f32 and i32 only, declares
- * that limit through supports(), and compiles recordings into a native form
- * of its own (the captured fills), so the core's ABI v2 paths for those run
- * in `make check` without a GPU. It has no timestamps: timing is host-timed.
+ * Every variant that loads runs two ops, fill on f32 and i32 only and rope
+ * on f32 with rotary_dim 2 and theta's frequencies only, declares those
+ * limits through supports(), and compiles recordings of fills into a native
+ * form of its own (the captured fills), so the core's ABI v2 paths for those
+ * run in `make check` without a GPU. It has no timestamps: timing is
+ * host-timed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +37,8 @@
 #define FAKE_NAME "fakesw"
 #undef FAKE_DEVICE_FLAGS
 #define FAKE_DEVICE_FLAGS GLLMK_DEVICE_SOFTWARE
+#undef FAKE_ABI
+#define FAKE_ABI ((GLLMK_PLUGIN_ABI_MAJOR << 16) | 1u) /* 2.1 */
 #elif defined(FAKE_VARIANT_NODEVICE)
 #define FAKE_NAME "fakenodev"
 #define FAKE_NO_DEVICE_REASON "fake: this test machine has no such device"
@@ -170,6 +175,43 @@ static gllmk_status fake_supports(gllmk_plugin_device *device, gllmk_op op, cons
   const gllmk_fill_args *fill = args;
   if (op == GLLMK_OP_fill && fill->out->dtype != GLLMK_F32 && fill->out->dtype != GLLMK_I32)
     return host->fail(GLLMK_ERR_UNSUPPORTED, "the fake plugin fills f32 and i32 only");
+  const gllmk_rope_args *rope = args;
+  if (op == GLLMK_OP_rope &&
+      (rope->out->dtype != GLLMK_F32 || rope->rotary_dim != 2 || rope->inv_freq != NULL))
+    return host->fail(GLLMK_ERR_UNSUPPORTED,
+                      "the fake plugin turns f32 with rotary_dim 2 by theta only");
+  return GLLMK_OK;
+}
+
+/* Element `index` (in elements of 4 bytes) of a tensor's data. */
+static void *fake_at(const gllmk_tensor *t, int64_t index) {
+  return (char *)gllmk_plugin_tensor_memory(t) + t->offset + (size_t)index * 4u;
+}
+
+/* rope on f32 with rotary_dim 2 (declared in fake_supports): the one pair
+ * (0, 1) turns by position * theta^0 = position radians, cos and sin by
+ * Taylor series after reduction to [-pi, pi] (this file links no libm). */
+static gllmk_status fake_rope(gllmk_plugin_device *device, const gllmk_rope_args *args) {
+  if (device->capture) return host->fail(GLLMK_ERR_UNSUPPORTED, "fake: rope is not captured");
+  const gllmk_tensor *x = args->x, *out = args->out;
+  for (int64_t t = 0; t < x->shape[0]; t++) {
+    const double two_pi = 6.283185307179586;
+    double a = *(const int32_t *)fake_at(args->positions, t * args->positions->strides[0]);
+    a -= two_pi * (double)(long long)(a / two_pi + (a < 0 ? -0.5 : 0.5));
+    double s = 0.0, c = 0.0, term = 1.0; /* term = a^n / n! */
+    for (int n = 0; n < 24; n++, term *= a / n) {
+      if (n % 2) s += n % 4 == 1 ? term : -term;
+      else c += n % 4 == 0 ? term : -term;
+    }
+    for (int64_t h = 0; h < x->shape[1]; h++) {
+      const float *xr = fake_at(x, t * x->strides[0] + h * x->strides[1]);
+      float *o = fake_at(out, t * out->strides[0] + h * out->strides[1]);
+      float x0 = xr[0], x1 = xr[1];
+      o[0] = (float)(x0 * c - x1 * s);
+      o[1] = (float)(x1 * c + x0 * s);
+      for (int64_t i = 2; i < x->shape[2]; i++) o[i] = xr[i];
+    }
+  }
   return GLLMK_OK;
 }
 
@@ -227,7 +269,7 @@ static void fake_record_free(gllmk_plugin_device *device, gllmk_plugin_recording
   free(recording);
 }
 
-static const gllmk_plugin_ops fake_ops = {.fill = fake_fill};
+static const gllmk_plugin_ops fake_ops = {.fill = fake_fill, .rope = fake_rope};
 
 static const gllmk_plugin fake_plugin = {
     .struct_size = FAKE_STRUCT_SIZE,

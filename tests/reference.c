@@ -60,6 +60,12 @@ void ref_softmax(int64_t rows, int64_t cols, const double *x, double scale, doub
 void ref_rope(int64_t tokens, int64_t heads, int64_t head_dim, const double *x,
               const int32_t *positions, double theta, int64_t rotary_dim, int style,
               double *out) {
+  ref_rope_freq(tokens, heads, head_dim, x, positions, theta, NULL, rotary_dim, style, out);
+}
+
+void ref_rope_freq(int64_t tokens, int64_t heads, int64_t head_dim, const double *x,
+                   const int32_t *positions, double theta, const double *inv_freq,
+                   int64_t rotary_dim, int style, double *out) {
   int64_t half = rotary_dim / 2;
   for (int64_t t = 0; t < tokens; t++) {
     for (int64_t h = 0; h < heads; h++) {
@@ -67,13 +73,33 @@ void ref_rope(int64_t tokens, int64_t heads, int64_t head_dim, const double *x,
       double *o = out + (t * heads + h) * head_dim;
       memcpy(o, xv, (size_t)head_dim * sizeof *o);
       for (int64_t j = 0; j < half; j++) {
-        double angle = positions[t] * pow(theta, -2.0 * (double)j / (double)rotary_dim);
+        double angle = positions[t] * (inv_freq ? inv_freq[j]
+                                                : pow(theta, -2.0 * (double)j / (double)rotary_dim));
         double c = cos(angle), s = sin(angle);
         int64_t i0 = style == GLLMK_ROPE_NEOX ? j : 2 * j;
         int64_t i1 = style == GLLMK_ROPE_NEOX ? j + half : 2 * j + 1;
         o[i0] = xv[i0] * c - xv[i1] * s;
         o[i1] = xv[i0] * s + xv[i1] * c;
       }
+    }
+  }
+}
+
+void ref_llama3_inv_freq(double theta, int64_t rotary_dim, double factor, double low_freq_factor,
+                         double high_freq_factor, double original_max_position, double *out) {
+  double low_freq_wavelen = original_max_position / low_freq_factor;
+  double high_freq_wavelen = original_max_position / high_freq_factor;
+  for (int64_t j = 0; j < rotary_dim / 2; j++) {
+    double inv_freq = pow(theta, -2.0 * (double)j / (double)rotary_dim);
+    double wavelen = 2.0 * M_PI / inv_freq;
+    if (wavelen < high_freq_wavelen) {
+      out[j] = inv_freq;
+    } else if (wavelen > low_freq_wavelen) {
+      out[j] = inv_freq / factor;
+    } else {
+      double smooth = (original_max_position / wavelen - low_freq_factor) /
+                      (high_freq_factor - low_freq_factor);
+      out[j] = (1.0 - smooth) * inv_freq / factor + smooth * inv_freq;
     }
   }
 }

@@ -28,6 +28,17 @@ void ref_softmax(int64_t rows, int64_t cols, const double *x, double scale, doub
 void ref_rope(int64_t tokens, int64_t heads, int64_t head_dim, const double *x,
               const int32_t *positions, double theta, int64_t rotary_dim, int style,
               double *out);
+/* The same with pair j turning by position * inv_freq[j] ([rotary_dim / 2])
+ * instead of theta's frequencies, unless inv_freq is NULL. */
+void ref_rope_freq(int64_t tokens, int64_t heads, int64_t head_dim, const double *x,
+                   const int32_t *positions, double theta, const double *inv_freq,
+                   int64_t rotary_dim, int style, double *out);
+/* Llama 3.1's frequencies ("rope_type": "llama3") for [rotary_dim / 2] out:
+ * theta's, divided by `factor` below the low-frequency wavelength
+ * original_max_position / low_freq_factor, kept above the high-frequency
+ * one, interpolated between, as Hugging Face's _compute_llama3_parameters. */
+void ref_llama3_inv_freq(double theta, int64_t rotary_dim, double factor, double low_freq_factor,
+                         double high_freq_factor, double original_max_position, double *out);
 
 typedef struct ref_matmul_problem {
   int64_t batch, m, n, k;

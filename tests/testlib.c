@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -204,4 +205,78 @@ void test_copy_file(const char *src, const char *dir, const char *name, unsigned
   fclose(in);
   ck_assert_int_eq(fclose(out), 0);
   ck_assert_int_eq(chmod(dst, (mode_t)mode), 0);
+}
+
+/* ------------------------------------------------------------ backends */
+
+static int device_is_software(const gllmk_discovery *discovery, uint32_t index, char *name,
+                              size_t name_size) {
+  gllmk_device_info info;
+  if (gllmk_discovery_device(discovery, index, 0, &info) != GLLMK_OK) return 0;
+  snprintf(name, name_size, "%s", info.name);
+  return (info.flags & GLLMK_DEVICE_SOFTWARE) != 0;
+}
+
+/* Prints why each unusable plugin is skipped and writes "<name> <software>"
+ * lines for the others to `out`. */
+static int list_backends(const char *program, FILE *out) {
+  gllmk_discovery *discovery;
+  gllmk_context_options options = {.plugin_dir = test_opts.plugin_dir};
+  if (gllmk_discover(&options, &discovery) != GLLMK_OK) {
+    fprintf(stderr, "%s: gllmk_discover: %s\n", program, gllmk_last_error());
+    return EXIT_FAILURE;
+  }
+  for (uint32_t i = 0; i < gllmk_discovery_plugin_count(discovery); i++) {
+    const gllmk_plugin_record *r = gllmk_discovery_plugin(discovery, i);
+    int usable = r->state == GLLMK_PLUGIN_SELECTED || r->state == GLLMK_PLUGIN_AVAILABLE;
+    char device[128] = "";
+    int software = usable && device_is_software(discovery, i, device, sizeof device);
+    if (test_opts.backend && strcmp(r->name, test_opts.backend) != 0) {
+      printf("skipped: %s: not the --backend asked for\n", r->name[0] ? r->name : r->path);
+    } else if (!usable) {
+      printf("skipped: %s: %s: %s\n", r->name[0] ? r->name : r->path,
+             gllmk_plugin_state_name((gllmk_plugin_state)r->state), r->reason);
+    } else if (software && test_opts.skip_software) {
+      printf("skipped: %s: software device (%s), --skip-software\n", r->name, device);
+    } else {
+      if (software && !test_opts.quick)
+        printf("%s: %s runs on a software device (%s): quick sizes\n", program, r->name, device);
+      fprintf(out, "%s %d\n", r->name, software);
+    }
+  }
+  gllmk_discovery_free(discovery);
+  return EXIT_SUCCESS;
+}
+
+int test_find_backends(const char *program, test_backend *out, int max) {
+  int fds[2];
+  fflush(stdout);
+  pid_t pid = pipe(fds) == 0 ? fork() : -1;
+  if (pid < 0) {
+    perror("pipe/fork");
+    exit(EXIT_FAILURE);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    FILE *pipe_out = fdopen(fds[1], "w");
+    int result = pipe_out ? list_backends(program, pipe_out) : EXIT_FAILURE;
+    if (pipe_out) fclose(pipe_out);
+    fflush(stdout);
+    _exit(result);
+  }
+  close(fds[1]);
+  FILE *in = fdopen(fds[0], "r");
+  int count = 0, software;
+  char name[64];
+  while (in && count < max && fscanf(in, "%63s %d", name, &software) == 2) {
+    out[count].software = software;
+    snprintf(out[count++].name, sizeof out[0].name, "%s", name);
+  }
+  if (in) fclose(in);
+  int status;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "%s: listing the backends failed\n", program);
+    exit(EXIT_FAILURE);
+  }
+  return count;
 }

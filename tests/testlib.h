@@ -37,6 +37,22 @@ int test_run_suite(Suite *suite);
  * time limit). */
 TCase *test_tcase(const char *name);
 
+/* ------------------------------------------------------------ backends */
+
+#define TEST_MAX_BACKENDS 16
+
+typedef struct test_backend {
+  char name[64];
+  int software; /* an emulated device (lavapipe, PoCL): tested at --quick sizes */
+} test_backend;
+
+/* The plugins with a usable device (honouring --backend, --plugin-dir and
+ * --skip-software); prints "skipped: <plugin>: <reason>" for the others.
+ * Discovery runs in a child process: loading a plugin may initialise its
+ * driver (cuInit), and a driver initialised before Check forks the tests
+ * cannot be used in them. Exits the program if listing fails. */
+int test_find_backends(const char *program, test_backend *out, int max);
+
 /* ------------------------------------------------------------ random */
 
 typedef struct test_rng {

@@ -1,8 +1,9 @@
 /*
  * cpu_rope.c - rotary position embedding on x [tokens, heads, head_dim].
  *
- * Pair j turns by position * theta^(-2j / rotary_dim). The frequencies are
- * computed once per call in double; each thread computes the cos/sin table
+ * Pair j turns by position * theta^(-2j / rotary_dim), or by position *
+ * inv_freq[j] when the caller gives the frequencies. They are computed (or
+ * widened) once per call in double; each thread computes the cos/sin table
  * of a token once (in double, then rounded to float) and uses it for all of
  * the token's heads. Angles stay accurate for positions far beyond 131072.
  * Outputs use plain stores at every size: measured, non-temporal stores
@@ -93,8 +94,10 @@ gllmk_status cpu_rope(gllmk_plugin_device *device, const gllmk_rope_args *args) 
 
   double *inv_freq = malloc((size_t)(job.half > 0 ? job.half : 1) * sizeof(double));
   if (!inv_freq) return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_rope: out of host memory");
+  const float *given = args->inv_freq ? cpu_tensor_data(args->inv_freq) : NULL; /* F32, dense */
   for (int64_t j = 0; j < job.half; j++)
-    inv_freq[j] = pow((double)args->theta, -(double)(2 * j) / (double)args->rotary_dim);
+    inv_freq[j] = given ? (double)given[j]
+                        : pow((double)args->theta, -(double)(2 * j) / (double)args->rotary_dim);
   job.inv_freq = inv_freq;
 
   int64_t rows = x->shape[0] * job.heads;

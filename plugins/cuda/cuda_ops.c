@@ -262,6 +262,7 @@ static gllmk_status run_rope(gllmk_plugin_device *dev, const gllmk_rope_args *ar
   p.out = cuda_tensor_address(out);
   p.x = cuda_tensor_address(x);
   p.positions = cuda_tensor_address(args->positions);
+  p.inv_freq = args->inv_freq ? cuda_tensor_address(args->inv_freq) : 0; /* 0: theta's */
   /* [tokens, heads, head_dim] with any strides on the leading dims (a head
    * slice of a fused q/k/v tensor, permuted dims, padded rows). */
   p.tokens = x->shape[0];

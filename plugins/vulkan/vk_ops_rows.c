@@ -151,11 +151,20 @@ gllmk_status vk_softmax(gllmk_plugin_device *dev, const gllmk_softmax_args *args
 
 /* ------------------------------------------------------------------ rope */
 
-gllmk_status vk_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
-  /* Pair j turns by position * theta^(-2j / rotary_dim) radians: passed as
-   * turns per position, a binary fraction in 64 bits computed in double.
-   * The table depends on the arguments alone, so a recording keeps it (in
-   * its own upload memory) for every replay. */
+/* Binds rope's frequencies to `call`: the caller's inv_freq tensor (slot
+ * 4; the kernel turns each F32 into turns per position itself), else pair
+ * j's theta^(-2j / rotary_dim) radians per position as turns per position,
+ * a binary fraction in 64 bits computed in double (slot 3). That table
+ * depends on the arguments alone, so a recording keeps it (in its own
+ * upload memory) for every replay. Returns inv_freq's element offset. */
+static gllmk_status rope_frequencies(gllmk_plugin_device *dev, vk_call *call,
+                                     const gllmk_rope_args *args, uint32_t *out_offset) {
+  *out_offset = 0;
+  if (args->inv_freq) {
+    call->key.extra[2] = 1; /* INV_FREQ */
+    *out_offset = vk_call_tensor(call, 4, args->inv_freq);
+    return GLLMK_OK;
+  }
   uint32_t pairs = (uint32_t)args->rotary_dim / 2;
   uint64_t table_bytes = (uint64_t)pairs * sizeof(uint64_t);
   vk_upload table_up;
@@ -167,7 +176,14 @@ gllmk_status vk_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
     double turns = radians / (2.0 * M_PI); /* < 1 */
     table[j] = (uint64_t)ldexp(turns, 64); /* read as uvec2 (lo, hi): little endian */
   }
+  vk_call_memory(call, 3, table_up.mem, table_up.offset, table_bytes);
+  return GLLMK_OK;
+}
 
+gllmk_status vk_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
+  /* Pair j turns by position * theta^(-2j / rotary_dim) radians, or by
+   * position * inv_freq[j] (rope_frequencies). */
+  uint32_t pairs = (uint32_t)args->rotary_dim / 2;
   const gllmk_tensor *x = args->x, *out = args->out;
   vk_call call;
   vk_call_init(&call, dev, VK_KERNEL_rope, out->dtype, VK_ROW_GROUP);
@@ -175,8 +191,11 @@ gllmk_status vk_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
   int64_t units = (int64_t)pairs + (out->shape[2] - args->rotary_dim);
   struct {
     uint32_t count, units_per_row, heads, rotary_dim, out_offset, out_token_stride,
-        out_head_stride, x_offset, x_token_stride, x_head_stride, pos_offset, pos_stride;
+        out_head_stride, x_offset, x_token_stride, x_head_stride, pos_offset, pos_stride,
+        freq_offset;
   } push;
+  gllmk_status s = rope_frequencies(dev, &call, args, &push.freq_offset);
+  if (s != GLLMK_OK) return s;
   push.count = vk_call_u32(&call, out->shape[0] * out->shape[1] * units, "the element count");
   push.units_per_row = (uint32_t)units;
   push.heads = (uint32_t)out->shape[1];
@@ -189,7 +208,6 @@ gllmk_status vk_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
   push.x_head_stride = vk_call_stride(&call, x, 1);
   push.pos_offset = vk_call_tensor(&call, 2, args->positions);
   push.pos_stride = vk_call_stride(&call, args->positions, 0);
-  vk_call_memory(&call, 3, table_up.mem, table_up.offset, table_bytes);
   uint32_t heads = out->dtype == GLLMK_F32 ? VK_ROPE_HEADS_F32 : VK_ROPE_HEADS_16;
   /* Steps of 8 pairs (or copied elements) through `heads` heads. */
   uint32_t multiples = push.out_offset | push.out_token_stride | push.out_head_stride |

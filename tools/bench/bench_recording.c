@@ -38,8 +38,9 @@ static gllmk_status run_layer(sequence *s) {
   if (!st) st = gllmk_silu(s->ctx, &(gllmk_silu_args){&t[T_S], &t[T_A]});
   if (!st) st = gllmk_swiglu(s->ctx, &(gllmk_swiglu_args){&t[T_G], &t[T_S], &t[T_A]});
   if (!st)
-    st = gllmk_rope(s->ctx, &(gllmk_rope_args){&t[T_QR], &t[T_Q], &t[T_POS], 500000.0f, 128,
-                                               GLLMK_ROPE_NEOX});
+    st = gllmk_rope(s->ctx, &(gllmk_rope_args){.out = &t[T_QR], .x = &t[T_Q],
+                                               .positions = &t[T_POS], .theta = 500000.0f,
+                                               .rotary_dim = 128, .style = GLLMK_ROPE_NEOX});
   if (!st) st = gllmk_softmax(s->ctx, &(gllmk_softmax_args){&t[T_P], &t[T_Q], 0.088f});
   if (!st) st = gllmk_copy(s->ctx, &(gllmk_copy_args){&t[T_C], &t[T_G]});
   if (!st) st = gllmk_gelu(s->ctx, &(gllmk_gelu_args){&t[T_E], &t[T_C], GLLMK_GELU_TANH});

@@ -66,6 +66,10 @@ GLLMK_API const char *gllmk_status_string(gllmk_status status);
 /* The message of the last failed call on this thread ("" if none). The text
  * stays valid until the next gllmk call on this thread. */
 GLLMK_API const char *gllmk_last_error(void);
+/* For libraries built on gllmk (libgllmk-model): sets this thread's last
+ * error message (printf format) and returns `status`. */
+GLLMK_API gllmk_status gllmk_set_error(gllmk_status status, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* ------------------------------------------------------------------ types */
 
@@ -408,13 +412,18 @@ typedef enum gllmk_rope_style {
 
 /* Rotary embedding on x [tokens, heads, head_dim] with positions [tokens]
  * (I32). Pair j of the first rotary_dim features turns by the angle
- * position * theta^(-2j / rotary_dim); the rest is copied. rotary_dim is
- * even and <= head_dim. In place allowed (out = x). */
+ * position * theta^(-2j / rotary_dim), or position * inv_freq[j] when
+ * inv_freq is given (Llama 3 "llama3" or "linear" rope scaling: frequencies
+ * computed by the caller); the rest is copied. rotary_dim is even and
+ * <= head_dim. In place allowed (out = x). */
 typedef struct gllmk_rope_args {
   const gllmk_tensor *out, *x, *positions;
   float theta;
   int32_t rotary_dim;
   int32_t style; /* gllmk_rope_style */
+  /* ABI 2.2: F32 [rotary_dim/2], contiguous, or NULL. When set, pair j turns
+   * by position * inv_freq[j] and theta is ignored (it may be 0). */
+  const gllmk_tensor *inv_freq;
 } gllmk_rope_args;
 
 /* out[i, :] = table[ids[i], :]; ids I32 of any shape, out = ids.shape + [dim].

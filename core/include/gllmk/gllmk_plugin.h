@@ -17,7 +17,10 @@
  * descriptor, the op table and the argument structs only grow at their ends:
  * a slot past an older plugin's struct_size (or ops_size) counts as absent,
  * and a field added to an argument struct in minor m is left at its default
- * (zero) when the plugin's minor is below m (docs/plugin-abi.md lists them).
+ * (zero) when the plugin's minor is below m; where zero would compute
+ * something else (rope's inv_freq), a call that sets the field fails with
+ * GLLMK_ERR_UNSUPPORTED on such a plugin instead (docs/plugin-abi.md lists
+ * them).
  */
 #ifndef GLLMK_GLLMK_PLUGIN_H_
 #define GLLMK_GLLMK_PLUGIN_H_
@@ -29,7 +32,7 @@ extern "C" {
 #endif
 
 #define GLLMK_PLUGIN_ABI_MAJOR 2
-#define GLLMK_PLUGIN_ABI_MINOR 1
+#define GLLMK_PLUGIN_ABI_MINOR 2
 #define GLLMK_PLUGIN_ABI_VERSION ((GLLMK_PLUGIN_ABI_MAJOR << 16) | GLLMK_PLUGIN_ABI_MINOR)
 #define GLLMK_PLUGIN_ENTRY_SYMBOL "gllmk_plugin_entry"
 

@@ -49,13 +49,14 @@ typedef struct gk_norm_params {
 
 /* rope on rows (token, head) of head_dim elements: row (t, h) of x starts
  * at t * x_token_stride + h * x_stride (any strides: x and out may be head
- * slices of a fused q/k/v tensor, or have their leading dims permuted). */
+ * slices of a fused q/k/v tensor, or have their leading dims permuted).
+ * inv_freq: the caller's F32 frequencies [rotary_dim / 2], or 0 (theta's). */
 typedef struct gk_rope_params {
-  uint64_t out, x, positions;
+  uint64_t out, x, positions, inv_freq;
   int64_t tokens, heads, head_dim;
   int64_t out_stride, x_stride;             /* between the heads of a token */
   int64_t out_token_stride, x_token_stride; /* between tokens */
-  double frequency_ratio; /* theta^(-2 / rotary_dim): pair j turns by pos * ratio^j */
+  double frequency_ratio; /* theta^(-2 / rotary_dim): pair j turns by pos * ratio^j (no inv_freq) */
   float theta;
   int32_t rotary_dim;
   int32_t style;

@@ -39,7 +39,8 @@ __device__ __forceinline__ void rotate_pair(float &x0, float &x1, float c, float
  * the units per head: then a thread keeps one pair group g for every head
  * and token and computes its angles once per token, the frequencies
  * theta^(-2j / rotary_dim) as ratio^j (a few multiplications in double rather
- * than a pow per pair). The loads go out before the angles are computed. */
+ * than a pow per pair) unless the caller gave them (inv_freq). The loads go
+ * out before the angles are computed. */
 template <class T> __device__ void rope_impl(const gk_rope_params &p) {
   constexpr int W = vec16<T>::elems;
   const int64_t half = p.rotary_dim / 2;
@@ -66,13 +67,16 @@ template <class T> __device__ void rope_impl(const gk_rope_params &p) {
         b[0] = load1(x + i1);
       }
       if (t != angle_token || g != angle_g) {
-        /* ratio^(g pairs) by squaring, then one more factor per pair */
+        /* Pair g * pairs + i turns by the caller's frequency of that pair,
+         * or by ratio^(g pairs) (by squaring) times one more ratio per i. */
+        const float *given = reinterpret_cast<const float *>(p.inv_freq);
         double frequency = 1.0, r = p.frequency_ratio;
-        for (int64_t e = g * pairs; e; e >>= 1, r *= r)
+        for (int64_t e = given ? 0 : g * pairs; e; e >>= 1, r *= r)
           if (e & 1) frequency *= r;
 #pragma unroll
         for (int i = 0; i < W; i++, frequency *= p.frequency_ratio)
-          if (i < pairs) rope_angle(pos, frequency, cosine[i], sine[i]);
+          if (i < pairs)
+            rope_angle(pos, given ? (double)given[g * pairs + i] : frequency, cosine[i], sine[i]);
         angle_token = t;
         angle_g = g;
       }
@@ -102,19 +106,21 @@ template <class T> __device__ void rope_impl(const gk_rope_params &p) {
 }
 
 /* 16-bit rows: blocks walk tokens. Each block computes the pair frequencies
- * theta^(-2j / rotary_dim) once, in double precision; per token it turns the
- * position into (cos, sin) of every pair in shared memory, then rotates
- * every head. At two bytes an element a thread moves half the bytes per
- * angle of f32, so sharing the angles over the block's heads beats the
- * barrier-free layout above (on an H100, [8192, 32, 128] bf16: 51 us
- * against 57). */
+ * theta^(-2j / rotary_dim) (or reads the caller's) once, in double
+ * precision; per token it turns the position into (cos, sin) of every pair
+ * in shared memory, then rotates every head. At two bytes an element a
+ * thread moves half the bytes per angle of f32, so sharing the angles over
+ * the block's heads beats the barrier-free layout above (on an H100,
+ * [8192, 32, 128] bf16: 51 us against 57). */
 template <class T> __device__ void rope_shared_impl(const gk_rope_params &p) {
   extern __shared__ double frequency[]; /* rotary_dim / 2 doubles, then the angles */
   const int half = p.rotary_dim / 2;
   float2 *angle = reinterpret_cast<float2 *>(frequency + half); /* (cos, sin) */
   const int64_t d = p.head_dim;
   const bool copy_tail = p.out != p.x && p.rotary_dim < d;
-  for (int j = threadIdx.x; j < half; j += blockDim.x) frequency[j] = pow((double)p.theta, -2.0 * j / p.rotary_dim);
+  const float *given = reinterpret_cast<const float *>(p.inv_freq); /* or null: theta's */
+  for (int j = threadIdx.x; j < half; j += blockDim.x)
+    frequency[j] = given ? (double)given[j] : pow((double)p.theta, -2.0 * j / p.rotary_dim);
   for (int64_t t = blockIdx.x; t < p.tokens; t += gridDim.x) {
     const double pos = (double)reinterpret_cast<const int32_t *>(p.positions)[t];
     __syncthreads(); /* frequencies ready; the previous token is done with `angle` */

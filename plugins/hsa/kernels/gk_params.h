@@ -106,12 +106,14 @@ typedef struct gk_norm_params {
   gk_i32 has_bias, pad;
 } gk_norm_params;
 
+/* has_inv_freq: pair j's frequency is inv_freq[j] (F32, dense) rather
+ * than theta^(-2j / rotary_dim). */
 typedef struct gk_rope_params {
   gk_i64 tokens, heads, head_dim;
-  gk_i64 out_off, x_off, pos_off;
+  gk_i64 out_off, x_off, pos_off, inv_freq_off;
   gk_i64 out_stride_t, out_stride_h, x_stride_t, x_stride_h, pos_stride;
   gk_f64 log2_theta; /* computed on the host in double */
-  gk_i32 rotary_dim, style;
+  gk_i32 rotary_dim, style, has_inv_freq, pad;
 } gk_rope_params;
 
 typedef struct gk_embedding_params {

@@ -1,12 +1,13 @@
 /*
  * gk_rope.cl - rotary embedding. One work-group per token: each work-item
  * computes the angles of its pairs once (in double, see gk_sincos) and turns
- * that pair in every head. Features past rotary_dim are copied.
+ * that pair in every head. Features past rotary_dim are copied. Pair j's
+ * frequency is theta^(-2j / rotary_dim), or the caller's inv_freq[j].
  */
 
-/* out, x, positions */
+/* out, x, positions, inv_freq (or null) */
 GK_INLINE void gk_rope_body(const int dt, gk_ptr out, gk_ptr x, gk_ptr positions,
-                            gk_rope_params p,
+                            gk_ptr inv_freq, gk_rope_params p,
     local float *unused_lds) {
   long pairs = p.rotary_dim / 2;
   long rest = p.head_dim - p.rotary_dim;
@@ -16,9 +17,11 @@ GK_INLINE void gk_rope_body(const int dt, gk_ptr out, gk_ptr x, gk_ptr positions
     GK_FOR_GROUP(j, pairs + rest, GK_WG_ROPE) {
       if (j < pairs) {
         /* theta^(-2j/rotary_dim) = 2^(-(2j/rotary_dim) log2 theta) */
-        double inv_freq = gk_exp2_f64(-(double)(2 * j) / (double)p.rotary_dim * p.log2_theta);
+        double frequency =
+            p.has_inv_freq ? (double)gk_load(GK_F32, inv_freq + p.inv_freq_off, j)
+                           : gk_exp2_f64(-(double)(2 * j) / (double)p.rotary_dim * p.log2_theta);
         float sn, cs;
-        gk_sincos(position * inv_freq, &sn, &cs);
+        gk_sincos(position * frequency, &sn, &cs);
         long i0 = p.style == 0 ? j : 2 * j;
         long i1 = p.style == 0 ? j + pairs : 2 * j + 1;
         for (long h = 0; h < p.heads; h++) {
