@@ -1,5 +1,6 @@
 # gllmk - GNU make build. `make` builds everything, `make check` runs the
-# tests, `make run` is the main job (gllmk-info, a demo, gllmk-bench --quick).
+# tests, `make run` is the main job (gllmk-info, a demo, gllmk-generate on a
+# tiny synthetic model, gllmk-bench --quick).
 #
 # The build tree mirrors an installed tree: build/lib/libgllmk.so.0 with its
 # plugins in build/lib/gllmk/, tools in build/bin/.
@@ -51,10 +52,10 @@ CORE_SONAME  := libgllmk.so.$(SOVERSION)
 HEADERS      := $(wildcard core/include/gllmk/*.h) core/include/gllmk/gllmk_ops.def
 
 .PHONY: all run check install uninstall clean blobs install-core install-dev \
-        install-tools deps-build deps-check
+        install-model install-model-dev install-tools deps-build deps-check
 .DEFAULT_GOAL := all
 
-all:: core plugins tools
+all:: core model plugins tools
 
 # ------------------------------------------------------------------ core
 
@@ -67,7 +68,7 @@ $(B)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MD -MP -c $< -o $@
 
-$(B)/obj/core/%.o: ALL_CFLAGS += -DGLLMK_BUILDING_CORE
+$(CORE_OBJS): ALL_CFLAGS += -DGLLMK_BUILDING_CORE
 
 $(CORE_LIB): $(CORE_OBJS) core/libgllmk.map
 	@mkdir -p $(dir $@)
@@ -83,11 +84,44 @@ $(B)/lib/libgllmk.so: $(B)/lib/$(CORE_SONAME)
 # `make` must not install the /usr/local paths of the earlier build.
 GEN_PC = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@PLUGINDIR@|$(PLUGINDIR)|g' \
-	    -e 's|@VERSION@|$(VERSION)|g' gllmk.pc.in
+	    -e 's|@VERSION@|$(VERSION)|g' $(1)
 
 $(B)/gllmk.pc: gllmk.pc.in Makefile
 	@mkdir -p $(dir $@)
-	$(GEN_PC) > $@
+	$(call GEN_PC,gllmk.pc.in) > $@
+
+# ---------------------------------------------------------------- model
+#
+# libgllmk-model (core/model/): the generator, built only on libgllmk's
+# public API; its own library, header and pkg-config file (docs/packaging.md).
+
+MODEL_SRCS    := $(wildcard core/model/*.c)
+MODEL_OBJS    := $(MODEL_SRCS:%.c=$(B)/obj/%.o)
+MODEL_HEADERS := core/model/include/gllmk/gllmk_model.h
+MODEL_LIB     := $(B)/lib/libgllmk-model.so.$(VERSION)
+MODEL_SONAME  := libgllmk-model.so.$(SOVERSION)
+
+.PHONY: model
+model: $(B)/lib/$(MODEL_SONAME) $(B)/lib/libgllmk-model.so $(B)/gllmk-model.pc
+
+$(MODEL_OBJS): ALL_CFLAGS += -DGLLMK_BUILDING_MODEL -Icore/model/include
+$(MODEL_OBJS): $(MODEL_HEADERS) core/model/model_internal.h
+
+# It links the core's handle table (handles.c) as a table of its own for
+# its models and sessions; nothing of it is exported.
+$(MODEL_LIB): $(MODEL_OBJS) $(B)/obj/core/handles.o core/model/libgllmk-model.map $(B)/lib/libgllmk.so
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,$(MODEL_SONAME) -Wl,--version-script=core/model/libgllmk-model.map \
+	  $(ALL_LDFLAGS) -o $@ $(MODEL_OBJS) $(B)/obj/core/handles.o -L$(B)/lib -lgllmk -ljansson -lm -lpthread
+
+$(B)/lib/$(MODEL_SONAME): $(MODEL_LIB)
+	ln -sf $(notdir $<) $@
+$(B)/lib/libgllmk-model.so: $(B)/lib/$(MODEL_SONAME)
+	ln -sf $(notdir $<) $@
+
+$(B)/gllmk-model.pc: gllmk-model.pc.in Makefile
+	@mkdir -p $(dir $@)
+	$(call GEN_PC,gllmk-model.pc.in) > $@
 
 # --------------------------------------------------------------- plugins
 #
@@ -123,11 +157,12 @@ TOOLS        := gllmk-info
 
 # -lgllmk links through the libgllmk.so symlink: depend on it, not only on
 # the SONAME link (make -j16 once linked before the symlink existed).
+# A tool may name more libraries of this tree in <tool>_DEPS (built first).
 define tool_template
-$$(B)/bin/$(1): $$($(1)_SRCS:%.c=$$(B)/obj/%.o) $$(B)/lib/libgllmk.so
+$$(B)/bin/$(1): $$($(1)_SRCS:%.c=$$(B)/obj/%.o) $$(B)/lib/libgllmk.so $$($(1)_DEPS)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(ALL_LDFLAGS) $$(TOOL_CFLAGS) -o $$@ $$($(1)_SRCS:%.c=$$(B)/obj/%.o) \
-	  -L$$(B)/lib -lgllmk $$($(1)_LDLIBS)
+	  -L$$(B)/lib $$($(1)_LDLIBS) -lgllmk
 endef
 $(foreach t,$(TOOLS),$(eval $(call tool_template,$(t))))
 
@@ -146,6 +181,7 @@ run:
 	@$(MAKE) --no-print-directory all
 	$(B)/bin/gllmk-info
 	$(B)/bin/gllmk-demo
+	$(B)/bin/gllmk-generate --synthetic tiny --quiet
 	$(B)/bin/gllmk-bench --quick
 
 # Installs missing build/test packages when run as root (Debian 12),
@@ -157,7 +193,8 @@ deps-check:
 
 # --------------------------------------------------------------- install
 
-install: install-core install-dev install-tools $(PLUGINS:%=install-plugin-%)
+install: install-core install-dev install-model install-model-dev install-tools \
+         $(PLUGINS:%=install-plugin-%)
 
 install-core: $(B)/lib/$(CORE_SONAME)
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PLUGINDIR)
@@ -167,9 +204,21 @@ install-core: $(B)/lib/$(CORE_SONAME)
 install-dev: $(B)/lib/libgllmk.so
 	install -d $(DESTDIR)$(INCLUDEDIR)/gllmk $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(LIBDIR)
 	install -m 0644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/gllmk/
-	$(GEN_PC) > $(DESTDIR)$(PKGCONFIGDIR)/gllmk.pc
+	$(call GEN_PC,gllmk.pc.in) > $(DESTDIR)$(PKGCONFIGDIR)/gllmk.pc
 	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/gllmk.pc
 	ln -sf $(CORE_SONAME) $(DESTDIR)$(LIBDIR)/libgllmk.so
+
+install-model: $(B)/lib/$(MODEL_SONAME)
+	install -d $(DESTDIR)$(LIBDIR)
+	install -m 0755 $(MODEL_LIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf libgllmk-model.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(MODEL_SONAME)
+
+install-model-dev: $(B)/lib/libgllmk-model.so
+	install -d $(DESTDIR)$(INCLUDEDIR)/gllmk $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(LIBDIR)
+	install -m 0644 $(MODEL_HEADERS) $(DESTDIR)$(INCLUDEDIR)/gllmk/
+	$(call GEN_PC,gllmk-model.pc.in) > $(DESTDIR)$(PKGCONFIGDIR)/gllmk-model.pc
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/gllmk-model.pc
+	ln -sf $(MODEL_SONAME) $(DESTDIR)$(LIBDIR)/libgllmk-model.so
 
 install-tools: tools
 	install -d $(DESTDIR)$(BINDIR)
@@ -178,6 +227,8 @@ install-tools: tools
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libgllmk.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(CORE_SONAME) \
 	      $(DESTDIR)$(LIBDIR)/libgllmk.so $(DESTDIR)$(PKGCONFIGDIR)/gllmk.pc
+	rm -f $(DESTDIR)$(LIBDIR)/libgllmk-model.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(MODEL_SONAME) \
+	      $(DESTDIR)$(LIBDIR)/libgllmk-model.so $(DESTDIR)$(PKGCONFIGDIR)/gllmk-model.pc
 	rm -f $(PLUGINS:%=$(DESTDIR)$(PLUGINDIR)/gllmk-%.so)
 	rm -f $(TOOLS:%=$(DESTDIR)$(BINDIR)/%)
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/gllmk

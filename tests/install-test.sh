@@ -30,7 +30,9 @@ $MAKE --no-print-directory install DESTDIR="$stage" PREFIX=/usr SANITIZE="$SANIT
 
 for f in "$libdir/libgllmk.so.0" "$libdir/libgllmk.so" "$libdir/gllmk/gllmk-cpu.so" \
          "$libdir/pkgconfig/gllmk.pc" "$stage/usr/include/gllmk/gllmk.h" \
-         "$stage/usr/include/gllmk/gllmk_plugin.h" "$stage/usr/include/gllmk/gllmk_ops.def"; do
+         "$stage/usr/include/gllmk/gllmk_plugin.h" "$stage/usr/include/gllmk/gllmk_ops.def" \
+         "$libdir/libgllmk-model.so.0" "$libdir/pkgconfig/gllmk-model.pc" \
+         "$stage/usr/include/gllmk/gllmk_model.h" "$stage/usr/bin/gllmk-generate"; do
   [ -e "$f" ] || fail "${f#"$stage"} was not installed"
 done
 
@@ -70,6 +72,17 @@ for backend in "" cpu; do
   echo "install-test: consumer: $(grep '^backend:' "$work/out.txt")"
 done
 grep -q '^backend: cpu$' "$work/out.txt" || fail "a forced cpu context is not on cpu"
+
+# The generator: gllmk-model.pc pulls in gllmk.pc (Requires: gllmk).
+model_flags=$(pkg-config --cflags --libs gllmk-model) || fail "pkg-config gllmk-model failed"
+case $model_flags in *-lgllmk-model*-lgllmk*) ;; *) fail "gllmk-model flags lack a library: $model_flags" ;; esac
+# shellcheck disable=SC2086 # flag lists
+$CC -std=c11 -Wall -Wextra -Werror $SAN_FLAGS tests/model_consumer.c $model_flags \
+  -o "$work/model_consumer" || fail "tests/model_consumer.c does not build with: $model_flags"
+# shellcheck disable=SC2086 # wrapper is a word list
+LD_LIBRARY_PATH="$libdir" $TEST_WRAPPER "$work/model_consumer" >"$work/model.txt" 2>&1 \
+  || { cat "$work/model.txt" >&2; fail "the model consumer failed"; }
+echo "install-test: model consumer: $(cat "$work/model.txt")"
 
 $MAKE --no-print-directory uninstall DESTDIR="$stage" PREFIX=/usr SANITIZE="$SANITIZE" \
   >"$work/uninstall.log" 2>&1 || { cat "$work/uninstall.log" >&2; fail "make uninstall failed"; }

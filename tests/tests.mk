@@ -22,19 +22,24 @@
 CHECK_CFLAGS = $(shell pkg-config --cflags check)
 CHECK_LIBS   = $(shell pkg-config --libs check)
 
-TEST_PROGRAMS := tensor_helpers conformance bad_input discovery abi_v2 threads
+TEST_PROGRAMS := tensor_helpers conformance bad_input discovery abi_v2 threads model
 TEST_BINS     := $(TEST_PROGRAMS:%=$(B)/tests/%)
 TEST_COMMON   := tests/testlib.c
 conformance_TEST_SRCS := tests/reference.c tests/decoder_block.c tests/conformance_views.c
 discovery_TEST_LIBS   := -ldl
 threads_TEST_LIBS     := -lpthread
+# The generator (libgllmk-model) against tests/model_ref.c's float64 forward.
+model_TEST_SRCS       := tests/model_ref.c
+model_TEST_LIBS       := -lgllmk-model -ljansson
+model_TEST_DEPS       := $(B)/lib/libgllmk-model.so
+$(B)/obj/tests/model.o: ALL_CFLAGS += -Icore/model/include
 
 # Fake plugins for the discovery tests: tests/fake_plugin.c once per variant.
 TEST_FAKES    := vulkan software nodevice wrongabi noentry smallstruct abiv1 newerminor
 TEST_FAKE_SOS := $(TEST_FAKES:%=$(B)/tests/fake/%.so)
 
 TEST_RPATH    = -Wl,-rpath,$(abspath $(B)/lib)
-TEST_OBJS     := $(patsubst %.c,$(B)/obj/%.o,$(TEST_COMMON) $(conformance_TEST_SRCS) \
+TEST_OBJS     := $(patsubst %.c,$(B)/obj/%.o,$(TEST_COMMON) $(conformance_TEST_SRCS) $(model_TEST_SRCS) \
                    $(TEST_PROGRAMS:%=tests/%.c))
 
 $(B)/obj/tests/%.o: ALL_CFLAGS += $(CHECK_CFLAGS)
@@ -47,10 +52,10 @@ $(TEST_OBJS): | deps-check
 
 define test_program_template
 $$(B)/tests/$(1): $$(patsubst %.c,$$(B)/obj/%.o,tests/$(1).c $$($(1)_TEST_SRCS) $$(TEST_COMMON)) \
-                  $$(B)/lib/libgllmk.so
+                  $$(B)/lib/libgllmk.so $$($(1)_TEST_DEPS)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(ALL_LDFLAGS) $$(TEST_RPATH) -o $$@ $$(filter %.o,$$^) -L$$(B)/lib -lgllmk \
-	  $$(CHECK_LIBS) $$($(1)_TEST_LIBS) -lm
+	$$(CC) $$(ALL_LDFLAGS) $$(TEST_RPATH) -o $$@ $$(filter %.o,$$^) -L$$(B)/lib $$($(1)_TEST_LIBS) \
+	  -lgllmk $$(CHECK_LIBS) -lm
 endef
 $(foreach t,$(TEST_PROGRAMS),$(eval $(call test_program_template,$(t))))
 
@@ -99,7 +104,8 @@ CHECK_PREREQS  := $(TEST_BINS) $(TEST_FAKE_SOS)
 # conformance suite on its kernels through PoCL (an emulated device, so not
 # under valgrind).
 ifdef HSA_TEST_BIN
-CHECK_RUNS     += '$(HSA_TEST_BIN)' '$(HSA_POCL_CONFORMANCE)'
+CHECK_RUNS     += '$(HSA_TEST_BIN)' '$(HSA_POCL_CONFORMANCE)' \
+                  '$(B)/tests/model --plugin-dir $(HSA_POCL_DIR) --backend hsa-pocl'
 VALGRIND_RUNS  += '$(HSA_TEST_BIN)'
 CHECK_PREREQS  += $(HSA_TEST_BIN) $(HSA_POCL_PLUGIN)
 endif
@@ -169,7 +175,7 @@ check-now: all test-programs $(if $(filter 1 thread,$(SANITIZE)),,fuzz-build)
 	MAKE='$(MAKE)' SANITIZE='$(SANITIZE)' CC='$(CC)' SAN_FLAGS='$(SAN_FLAGS)' \
 	  TEST_WRAPPER='$(TEST_WRAPPER)' sh tests/install-test.sh || status=1; \
 	for script in $(CHECK_SCRIPTS); do ASAN_OPTIONS=detect_leaks=0 $$script || status=1; done; \
-	$(if $(filter 1 thread,$(SANITIZE)),,sh tests/fuzz/run-fuzz.sh $(FUZZ_BIN) $(FUZZ_B) $(FUZZ_SECONDS) || status=1;) \
+	$(if $(filter 1 thread,$(SANITIZE)),,{ $(call FUZZ_RUNS,$(FUZZ_SECONDS),$(FUZZ_MODEL_SECONDS)); } || status=1;) \
 	sh tests/run-checks.sh -w '$(TEST_WRAPPER)' $(B)/tests/logs $(CHECK_RUNS) || status=1; \
 	exit $$status
 
@@ -200,9 +206,14 @@ check-valgrind-now: all test-programs
 # stopped (FUZZ_SECONDS=0) or for FUZZ_SECONDS.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
+FUZZ_MODEL_SECONDS ?= 30
 FUZZ_B       := $(B)/fuzz
 FUZZ_BIN     := $(FUZZ_B)/bin/fuzz_api
+FUZZ_MODEL_BIN := $(FUZZ_B)/bin/fuzz_model
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# Both targets, each with its committed corpus and its time in `make check`.
+FUZZ_RUNS    = sh tests/fuzz/run-fuzz.sh $(FUZZ_BIN) tests/fuzz/corpus $(FUZZ_B)/api $(1) && \
+               sh tests/fuzz/run-fuzz.sh $(FUZZ_MODEL_BIN) tests/fuzz/corpus-model $(FUZZ_B)/model $(2)
 
 ifdef FUZZ_NESTED
 # Inside the sub-make: $(B) is $(FUZZ_B) of the outer make.
@@ -215,13 +226,21 @@ $(B)/obj/tests/fuzz/fuzz_api.o: tests/fuzz/fuzz_api.c $(HEADERS)
 $(B)/bin/fuzz_api: $(B)/obj/tests/fuzz/fuzz_api.o $(CORE_OBJS) | $(B)/lib/gllmk/gllmk-cpu.so
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_FLAGS) -fsanitize=fuzzer -rdynamic -o $@ $^ -ldl -lpthread -lm
+# The model library's parsers, linked with the core objects they call.
+$(B)/obj/tests/fuzz/fuzz_model.o: tests/fuzz/fuzz_model.c $(HEADERS) $(MODEL_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Icore/model/include -fsanitize=fuzzer -MD -MP -c $< -o $@
+$(B)/bin/fuzz_model: $(B)/obj/tests/fuzz/fuzz_model.o $(B)/obj/core/model/config.o \
+                     $(B)/obj/core/model/safetensors.o $(CORE_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_FLAGS) -fsanitize=fuzzer -o $@ $^ -ljansson -ldl -lpthread -lm
 endif
 
 .PHONY: fuzz fuzz-build
 fuzz-build:
 	@$(MAKE) --no-print-directory B=$(FUZZ_B) CC=$(FUZZ_CC) OPT=-O1 FUZZ_NESTED=1 \
 	  SAN_FLAGS='$(FUZZ_SAN) -fsanitize=fuzzer-no-link' LDFLAGS_BASE='$(FUZZ_SAN)' \
-	  $(FUZZ_B)/lib/gllmk/gllmk-cpu.so $(FUZZ_BIN)
+	  $(FUZZ_B)/lib/gllmk/gllmk-cpu.so $(FUZZ_BIN) $(FUZZ_MODEL_BIN)
 
 fuzz: fuzz-build
-	sh tests/fuzz/run-fuzz.sh $(FUZZ_BIN) $(FUZZ_B) $(FUZZ_SECONDS)
+	$(call FUZZ_RUNS,$(FUZZ_SECONDS),$(FUZZ_SECONDS))

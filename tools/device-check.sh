@@ -31,9 +31,16 @@
 # Only the parts that need no other vendor's headers are built there: the
 # core, the cpu and cuda plugins, the tools and the tests.
 #
-# usage: tools/device-check.sh [--quick] [cuda] [vulkan]
+# The generator (libgllmk-model, `model` part): tests/model on cuda (and on
+# vulkan when that part runs too), tests/device/generate_check.py (gllmk's
+# logits and greedy tokens against tools/bench/torch_model.py and
+# transformers, every family, bf16 and f32), the load speed of an 8B-shaped
+# checkpoint from the page cache, and gllmk-generate --synthetic llama3-8b.
+#
+# usage: tools/device-check.sh [--quick] [cuda] [vulkan] [model]
 #   --quick  quick sizes everywhere
-#   cuda     only steps 1-5;  vulkan  only the build and the vulkan steps
+#   cuda     only steps 1-5;  vulkan  only the build and the vulkan steps;
+#   model    only the build and the generator's steps
 #   (both, the default, may outlast a 10-minute device call: run the two
 #   parts as two calls, the build is kept between them)
 # STEP_TIMEOUT (seconds, default 1800) bounds each step.
@@ -46,8 +53,8 @@ parts=""
 for arg in "$@"; do
   case $arg in
     --quick) quick="--quick" ;;
-    cuda | vulkan) parts="$parts $arg" ;;
-    *) echo "usage: $0 [--quick] [cuda] [vulkan]" >&2; exit 2 ;;
+    cuda | vulkan | model) parts="$parts $arg" ;;
+    *) echo "usage: $0 [--quick] [cuda] [vulkan] [model]" >&2; exit 2 ;;
   esac
 done
 [ -z "$parts" ] && parts=" cuda vulkan"
@@ -74,6 +81,12 @@ if ls .devdeps/*.deb >/dev/null 2>&1; then
   prefix=/tmp/gllmk-devdeps
   for deb in .devdeps/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
   [ -e /usr/include/dlpack/dlpack.h ] || export CFLAGS="${CFLAGS:-} -isystem $prefix/usr/include"
+  # libjansson (the generator's JSON) the same way: headers, library, loader path.
+  if [ ! -e /usr/include/jansson.h ]; then
+    export CFLAGS="${CFLAGS:-} -isystem $prefix/usr/include"
+    export LDFLAGS="${LDFLAGS:-} -L$prefix/usr/lib/x86_64-linux-gnu"
+    export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
   if ! pkg-config --exists check 2>/dev/null; then
     export PKG_CONFIG_SYSROOT_DIR=$prefix
     export PKG_CONFIG_PATH=$prefix/usr/lib/x86_64-linux-gnu/pkgconfig
@@ -85,7 +98,8 @@ fi
 # log. -k: a part that fails to build does not stop the others. Of the tests,
 # only the conformance program: `test-programs` also builds the
 # vulkan-portable test plugin, which needs the Vulkan headers.
-step "build" "$out/build.log" make -k -j16 -o deps-check -o deps-build core plugin-cpu plugin-cuda tools build/tests/conformance
+step "build" "$out/build.log" make -k -j16 -o deps-check -o deps-build core model plugin-cpu \
+  plugin-cuda tools build/tests/conformance build/tests/model
 step "nvidia-smi, gllmk-info" "$out/gllmk-info.txt" sh -c 'nvidia-smi && build/bin/gllmk-info'
 
 # gllmk-bench's rows as JSON (its progress lines on stderr stay out)
@@ -151,15 +165,30 @@ if wants vulkan; then
     sh -c 'build/bin/gllmk-info --json | python3 tools/check-selection.py cuda vulkan'
 fi
 
+if wants model; then
+  gen_check="env PYTHONUNBUFFERED=1 python3 tests/device/generate_check.py --gllmk-generate build/bin/gllmk-generate --workdir /tmp/gllmk-generate-check"
+  step "model tests (cuda)" "$out/model-cuda.log" env CK_RUN_CASE=cuda build/tests/model --backend cuda
+  step "generate vs torch (cuda)" "$out/generate-check-cuda.txt" $gen_check --backend cuda
+  if wants vulkan; then
+    step "model tests (vulkan)" "$out/model-vulkan.log" env CK_RUN_CASE=vulkan build/tests/model --backend vulkan
+    step "generate vs torch (vulkan)" "$out/generate-check-vulkan.txt" $gen_check --backend vulkan
+  fi
+  step "load speed, 8B-shaped checkpoint" "$out/load-speed.txt" $gen_check --backend cuda --load-speed
+  step "gllmk-generate llama3-8b" "$out/generate-speed.txt" $gen_check --backend cuda --speed
+fi
+
 echo
 cat "$out/vulkan-vs-cuda.txt" 2>/dev/null
 echo
-for log in conformance conformance-vulkan memcheck racecheck; do
+for log in conformance conformance-vulkan memcheck racecheck model-cuda model-vulkan; do
   [ -e "$out/$log.log" ] || continue
   grep -E '^[0-9]+%: Checks:|ERROR SUMMARY|RACECHECK SUMMARY' "$out/$log.log" | sed "s/^/$log: /"
 done
 echo
 cat "$out/torch_peer.txt" 2>/dev/null | sed -n '/^context creation/,$p'
+echo
+cat "$out/generate-check-cuda.txt" "$out/generate-check-vulkan.txt" "$out/load-speed.txt" \
+  "$out/generate-speed.txt" 2>/dev/null
 echo
 cat "$summary"
 exit $status

@@ -10,7 +10,8 @@ set -eu
 # To build every plugin: compiler, make, pkg-config, the driver headers the
 # vulkan and hsa plugins take their types from (no driver is linked), and
 # DLPack's header (<dlpack/dlpack.h>, the core's tensor exchange types).
-BUILD_PACKAGES="gcc make pkg-config libc6-dev libvulkan-dev libhsa-runtime-dev libdlpack-dev"
+BUILD_PACKAGES="gcc make pkg-config libc6-dev libvulkan-dev libhsa-runtime-dev libdlpack-dev \
+  libjansson-dev"
 # To run the tests and the benchmark: Check, the Vulkan loader and lavapipe
 # (the vulkan conformance run), PoCL and the OpenCL headers (<CL/cl.h>: the
 # test-only plugin that runs the hsa kernels on the CPU, plugins/hsa/pocl),

@@ -4,3 +4,9 @@ gllmk-info_SRCS := tools/gllmk-info.c
 gllmk-demo_SRCS := tools/gllmk-demo.c
 gllmk-demo_LDLIBS := -lm
 -include tools/bench/bench.mk
+# gllmk-generate runs a whole model through libgllmk-model.
+TOOLS += gllmk-generate
+gllmk-generate_SRCS   := tools/gllmk-generate.c
+gllmk-generate_LDLIBS := -lgllmk-model -ljansson -lm
+gllmk-generate_DEPS   := $(B)/lib/libgllmk-model.so
+$(B)/obj/tools/gllmk-generate.o: ALL_CFLAGS += -Icore/model/include

@@ -1,0 +1,202 @@
+/*
+ * step.c - gllmk_session_forward: check the batch, hand out cache blocks,
+ * write the index arrays in one transfer, run the model (a decode batch
+ * replays its bucket's recording), sample, read back the ids.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+static const char *const FN = "gllmk_session_forward";
+
+static gllmk_status check_input(session_state *s, const gllmk_seq_input *in, uint32_t i) {
+  if (in->seq >= s->max_sequences || !s->seqs[in->seq].live)
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: inputs[%u].seq=%u is not a live sequence",
+                      FN, i, in->seq);
+  seq_state *q = &s->seqs[in->seq];
+  if (q->batch_mark == s->batch_serial)
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: sequence %u appears twice in the batch", FN,
+                      in->seq);
+  q->batch_mark = s->batch_serial;
+  if (in->token_count == 0 || in->tokens == NULL)
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: sequence %u has no new tokens", FN, in->seq);
+  uint32_t vocab = s->model->config.vocab;
+  for (uint32_t t = 0; t < in->token_count; t++)
+    if (in->tokens[t] < 0 || (uint32_t)in->tokens[t] >= vocab)
+      return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT,
+                        "%s: sequence %u, new token %u: id %d is outside the vocabulary [0, %u)",
+                        FN, in->seq, t, in->tokens[t], vocab);
+  return session_check_length(s, FN, in->seq, (uint64_t)q->length + in->token_count);
+}
+
+static gllmk_status check_sampling(const gllmk_sampling *p, uint32_t i) {
+  float top_p = p->top_p == 0 ? 1.0f : p->top_p;
+  if (!(p->temperature >= 0) || p->top_k < 0 || !(top_p > 0 && top_p <= 1) ||
+      !(p->min_p >= 0 && p->min_p <= 1))
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT,
+                      "%s: sampling[%u] is out of range (temperature >= 0, top_k >= 0, top_p in "
+                      "(0, 1], min_p in [0, 1])",
+                      FN, i);
+  return GLLMK_OK;
+}
+
+/* Everything that can be refused, before anything changes. */
+static gllmk_status check_batch(session_state *s, const gllmk_seq_input *inputs, uint32_t count,
+                                const gllmk_sampling *sampling, uint32_t *out_tokens) {
+  if (inputs == NULL || count == 0)
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: at least one input is required", FN);
+  if (count > s->max_sequences)
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: %u sequences, the session takes %u", FN,
+                      count, s->max_sequences);
+  s->batch_serial++;
+  uint64_t tokens = 0, blocks = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    MODEL_TRY(check_input(s, &inputs[i], i));
+    if (sampling) MODEL_TRY(check_sampling(&sampling[i], i));
+    const seq_state *q = &s->seqs[inputs[i].seq];
+    uint32_t need = (q->length + inputs[i].token_count + s->block_size - 1) / s->block_size;
+    blocks += need > q->block_count ? need - q->block_count : 0;
+    tokens += inputs[i].token_count;
+  }
+  if (tokens > s->max_tokens)
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT,
+                      "%s: %llu new tokens in one forward, the session takes %u (max_batch_tokens)",
+                      FN, (unsigned long long)tokens, s->max_tokens);
+  if (blocks > s->free_count)
+    return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY,
+                      "%s: the KV cache is full: the batch needs %llu more blocks of %u tokens, "
+                      "%u are free",
+                      FN, (unsigned long long)blocks, s->block_size, s->free_count);
+  *out_tokens = (uint32_t)tokens;
+  return GLLMK_OK;
+}
+
+/* The index arrays of a step; sequences past `count` (up to layout->seqs)
+ * are padding: no cache write (slot -1), one token attending to block 0. */
+static void fill_step(session_state *s, const gllmk_seq_input *inputs, uint32_t count,
+                      const step_layout *l) {
+  int32_t *h = s->step_host;
+  uint32_t row = 0, bs = s->block_size;
+  memset(h + l->block_table, 0, (size_t)l->seqs * s->max_blocks_per_seq * sizeof *h);
+  for (uint32_t b = 0; b < l->seqs; b++) {
+    h[l->q_starts + b] = (int32_t)row;
+    const seq_state *q = b < count ? &s->seqs[inputs[b].seq] : NULL;
+    uint32_t n = q ? inputs[b].token_count : 1;
+    for (uint32_t t = 0; t < n; t++, row++) {
+      uint32_t position = q ? q->length + t : 0;
+      h[l->ids + row] = q ? inputs[b].tokens[t] : 0;
+      h[l->positions + row] = (int32_t)position;
+      h[l->slots + row] = q ? q->blocks[position / bs] * (int32_t)bs + (int32_t)(position % bs) : -1;
+    }
+    h[l->seq_lens + b] = (int32_t)(q ? q->length + n : 1);
+    h[l->last_rows + b] = (int32_t)row - 1;
+    if (q) memcpy(h + l->block_table + (uint64_t)b * s->max_blocks_per_seq, q->blocks,
+                  q->block_count * sizeof *h);
+  }
+  h[l->q_starts + l->seqs] = (int32_t)row;
+}
+
+/* A decode batch replays its bucket's recording, made on first use. */
+static gllmk_status replay_decode(session_state *s, const step_layout *l) {
+  gllmk_recording **slot = &s->recordings[__builtin_ctz(l->seqs)];
+  if (*slot == NULL) {
+    MODEL_TRY(gllmk_recording_begin(s->context));
+    gllmk_status status = forward_enqueue(s, l);
+    gllmk_recording *recording = NULL;
+    gllmk_status ended = gllmk_recording_end(s->context, &recording);
+    if (status != GLLMK_OK) {
+      gllmk_recording_free(recording);
+      return status;
+    }
+    MODEL_TRY(ended);
+    *slot = recording;
+    s->recording_count++;
+  }
+  return gllmk_recording_replay(*slot);
+}
+
+static gllmk_status run_step(session_state *s, const gllmk_seq_input *inputs, uint32_t count,
+                             uint32_t tokens) {
+  bool decode = tokens == count;
+  uint32_t seqs = count;
+  if (decode) { /* pad to the bucket */
+    seqs = 1;
+    while (seqs < count) seqs *= 2;
+  }
+  step_layout l;
+  step_layout_for(s, decode ? seqs : tokens, seqs, &l);
+  fill_step(s, inputs, count, &l);
+  MODEL_TRY(gllmk_buffer_write(s->step_buffer, 0, s->step_host, l.total * 4));
+  return decode ? replay_decode(s, &l) : forward_enqueue(s, &l);
+}
+
+static bool greedy(const gllmk_sampling *p) { return p->temperature == 0 || p->top_k == 1; }
+
+/* Greedy rows in one argmax; the others one sample call each, keyed by the
+ * sequence's position so that the draw does not depend on the batch. */
+static gllmk_status sample(session_state *s, const gllmk_seq_input *inputs, uint32_t count,
+                           const gllmk_sampling *sampling) {
+  bool all_greedy = true;
+  for (uint32_t i = 0; sampling && i < count; i++) all_greedy = all_greedy && greedy(&sampling[i]);
+  gllmk_tensor logits, out;
+  if (all_greedy) {
+    MODEL_TRY(gllmk_tensor_slice(&s->x.logits, 0, 0, count, 1, &logits));
+    MODEL_TRY(gllmk_tensor_slice(&s->x.tokens, 0, 0, count, 1, &out));
+    return gllmk_argmax(s->context, &(gllmk_argmax_args){.out = &out, .logits = &logits});
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    const gllmk_sampling *p = &sampling[i];
+    MODEL_TRY(gllmk_tensor_slice(&s->x.logits, 0, i, 1, 1, &logits));
+    MODEL_TRY(gllmk_tensor_slice(&s->x.tokens, 0, i, 1, 1, &out));
+    MODEL_TRY(gllmk_sample(s->context, &(gllmk_sample_args){
+        .out = &out, .logits = &logits, .temperature = p->temperature, .top_k = p->top_k,
+        .top_p = p->top_p == 0 ? 1.0f : p->top_p, .min_p = p->min_p, .seed = p->seed,
+        .offset = s->seqs[inputs[i].seq].length + inputs[i].token_count}));
+  }
+  return GLLMK_OK;
+}
+
+/* Cache blocks for the new tokens; undone if the step fails. */
+static void reserve_blocks(session_state *s, const gllmk_seq_input *inputs, uint32_t count) {
+  for (uint32_t i = 0; i < count; i++) {
+    seq_state *q = &s->seqs[inputs[i].seq];
+    q->blocks_before = q->block_count;
+    session_grow(s, q, q->length + inputs[i].token_count);
+  }
+}
+
+static void undo_blocks(session_state *s, const gllmk_seq_input *inputs, uint32_t count) {
+  for (uint32_t i = 0; i < count; i++) {
+    seq_state *q = &s->seqs[inputs[i].seq];
+    session_release(s, q, q->blocks_before);
+  }
+}
+
+static gllmk_status run_and_sample(session_state *s, const gllmk_seq_input *inputs, uint32_t count,
+                                   uint32_t tokens, const gllmk_sampling *sampling,
+                                   int32_t *out_tokens) {
+  MODEL_TRY(run_step(s, inputs, count, tokens));
+  if (out_tokens == NULL) return GLLMK_OK;
+  MODEL_TRY(sample(s, inputs, count, sampling));
+  return gllmk_buffer_read(s->x.tokens.buffer, s->x.tokens.offset, out_tokens,
+                           (uint64_t)count * sizeof *out_tokens);
+}
+
+gllmk_status gllmk_session_forward(gllmk_session *handle, const gllmk_seq_input *inputs,
+                                   uint32_t count, const gllmk_sampling *sampling,
+                                   gllmk_tensor *out_logits, int32_t *out_tokens) {
+  session_state *s;
+  MODEL_TRY(session_from_handle(handle, FN, &s));
+  uint32_t tokens = 0;
+  MODEL_TRY(check_batch(s, inputs, count, sampling, &tokens));
+  reserve_blocks(s, inputs, count);
+  gllmk_status status = run_and_sample(s, inputs, count, tokens, sampling, out_tokens);
+  if (status != GLLMK_OK) {
+    undo_blocks(s, inputs, count);
+    return status;
+  }
+  for (uint32_t i = 0; i < count; i++) s->seqs[inputs[i].seq].length += inputs[i].token_count;
+  if (out_logits) return gllmk_tensor_slice(&s->x.logits, 0, 0, count, 1, out_logits);
+  return GLLMK_OK;
+}
