@@ -23,11 +23,13 @@
  *  - broken files (truncated, overlapping or out-of-file offsets, a wrong
  *    shape or dtype, a missing tensor, an unknown model_type, bad JSON):
  *    a clear error naming the file or tensor, nothing leaked;
- *  - models and sessions used after free: a clear error.
+ *  - models and sessions used after free: a clear error; models on four
+ *    threads at once agree (also under ThreadSanitizer).
  */
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,6 +577,68 @@ START_TEST(stale_handles) {
 }
 END_TEST
 
+/* Models on several threads at once, each with its own context: the same
+ * tokens on each (run under ThreadSanitizer by make check SANITIZE=thread). */
+#define THREADS 4
+
+typedef struct thread_run {
+  const char *backend;
+  int32_t tokens[6];
+  gllmk_status status;
+  char error[256];
+} thread_run;
+
+static gllmk_status thread_generate(thread_run *run, gllmk_context *ctx) {
+  gllmk_model_load_options o = {.struct_size = sizeof o, .synthetic = "tiny", .seed = 3, .dtype = -1};
+  gllmk_model *model;
+  gllmk_status status = gllmk_model_load(ctx, &o, &model);
+  if (status != GLLMK_OK) return status;
+  gllmk_session_options so = {.struct_size = sizeof so, .cache_tokens = 64};
+  gllmk_session *s;
+  uint32_t seq;
+  int32_t prompt[5] = {9, 8, 7, 6, 5};
+  gllmk_seq_input in = {0, 5, prompt};
+  status = gllmk_session_create(model, &so, &s);
+  if (status == GLLMK_OK) status = gllmk_session_seq_add(s, &seq);
+  in.seq = seq;
+  for (int step = 0; status == GLLMK_OK && step < 6; step++) {
+    status = gllmk_session_forward(s, &in, 1, NULL, NULL, &run->tokens[step]);
+    in = (gllmk_seq_input){seq, 1, &run->tokens[step]};
+  }
+  gllmk_model_free(model); /* and its session */
+  return status;
+}
+
+static void *thread_main(void *arg) {
+  thread_run *run = arg;
+  gllmk_context_options options = {.backend = run->backend, .plugin_dir = test_opts.plugin_dir,
+                                   .num_threads = 1};
+  gllmk_context *ctx;
+  run->status = gllmk_context_create(&options, &ctx);
+  if (run->status == GLLMK_OK) {
+    run->status = thread_generate(run, ctx);
+    gllmk_context_destroy(ctx);
+  }
+  snprintf(run->error, sizeof run->error, "%s", gllmk_last_error());
+  return NULL;
+}
+
+START_TEST(threads) {
+  thread_run runs[THREADS];
+  pthread_t ids[THREADS];
+  memset(runs, 0, sizeof runs);
+  for (int t = 0; t < THREADS; t++) {
+    runs[t].backend = backends[_i].name;
+    ck_assert_int_eq(pthread_create(&ids[t], NULL, thread_main, &runs[t]), 0);
+  }
+  for (int t = 0; t < THREADS; t++) ck_assert_int_eq(pthread_join(ids[t], NULL), 0);
+  for (int t = 0; t < THREADS; t++) {
+    ck_assert_msg(runs[t].status == GLLMK_OK, "thread %d: %s", t, runs[t].error);
+    ck_assert_mem_eq(runs[t].tokens, runs[0].tokens, sizeof runs[0].tokens);
+  }
+}
+END_TEST
+
 /* Random weights made on the device: finite logits, the same tokens twice. */
 START_TEST(synthetic_tiny) {
   gllmk_context *ctx = open_backend(_i);
@@ -621,6 +685,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, position_limit, b, b + 1);
     tcase_add_loop_test(tc, synthetic_tiny, b, b + 1);
     tcase_add_loop_test(tc, stale_handles, b, b + 1);
+    if (!backends[b].software) tcase_add_loop_test(tc, threads, b, b + 1);
     if (strcmp(backends[b].name, "cpu") == 0) tcase_add_loop_test(tc, bad_files, 0, BAD_FILE_CASES);
     suite_add_tcase(suite, tc);
   }

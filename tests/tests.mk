@@ -30,7 +30,7 @@ discovery_TEST_LIBS   := -ldl
 threads_TEST_LIBS     := -lpthread
 # The generator (libgllmk-model) against tests/model_ref.c's float64 forward.
 model_TEST_SRCS       := tests/model_ref.c
-model_TEST_LIBS       := -lgllmk-model -ljansson
+model_TEST_LIBS       := -lgllmk-model -ljansson -lpthread
 model_TEST_DEPS       := $(B)/lib/libgllmk-model.so
 $(B)/obj/tests/model.o: ALL_CFLAGS += -Icore/model/include
 
@@ -141,11 +141,13 @@ TEST_WRAPPER :=
 endif
 
 # SANITIZE=thread runs the programs that create contexts and run ops on
-# the cpu backend, threads.c (8 threads at once) first; the conformance
+# the cpu backend, threads.c (8 threads at once) first, and the generator's
+# tests on cpu (models on 4 threads at once among them); the conformance
 # suite and the plugin variants stay with the other builds (lavapipe and
 # PoCL are not built with TSan, and run for hours under it).
 ifeq ($(SANITIZE),thread)
-CHECK_RUNS := $(patsubst %,'$(B)/tests/%',threads tensor_helpers discovery bad_input)
+CHECK_RUNS := $(patsubst %,'$(B)/tests/%',threads tensor_helpers discovery bad_input) \
+              '$(B)/tests/model --backend cpu'
 endif
 
 # The .d files of what `make run` builds (core, plugins, tools): the
