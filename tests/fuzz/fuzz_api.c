@@ -513,6 +513,10 @@ static void layout_rope(state *s, call *c, input *in) {
   PLACE(0, F(c), 3, c->d[0], c->d[1], c->head, 0);
   PLACE(1, F(c), 3, c->d[0], c->d[1], c->head, 0);
   PLACE(2, GLLMK_I32, 1, c->d[0], 0, 0, 0);
+  if (u8(in) < 64) { /* inv_freq (ABI 2.2), mostly of the length rotary_dim needs */
+    PLACE(3, GLLMK_F32, 1, c->head / 2, 0, 0, 0);
+    if (u8(in) < 200) ARG(c, gllmk_rope_args)->rotary_dim = (int32_t)c->head;
+  }
 }
 static void layout_embedding(state *s, call *c, input *in) {
   PLACE(0, F(c), 3, c->d[0], c->d[1], c->d[2], 0);
@@ -627,7 +631,8 @@ static const op_desc ops[GLLMK_OP_COUNT] = {
     OP(layernorm, 1, layout_layernorm, scalars_layernorm, AT(layernorm, out), AT(layernorm, x),
        AT(layernorm, weight), AT(layernorm, bias)),
     OP(softmax, 1, layout_unary, scalars_softmax, AT(softmax, out), AT(softmax, x)),
-    OP(rope, 1, layout_rope, scalars_rope, AT(rope, out), AT(rope, x), AT(rope, positions)),
+    OP(rope, 1, layout_rope, scalars_rope, AT(rope, out), AT(rope, x), AT(rope, positions),
+       AT(rope, inv_freq)),
     OP(embedding, 1, layout_embedding, scalars_none, AT(embedding, out), AT(embedding, table),
        AT(embedding, ids)),
     OP(matmul, 1, layout_matmul, scalars_matmul, AT(matmul, out), AT(matmul, a), AT(matmul, b),
