@@ -100,12 +100,17 @@ endef
 CHECK_RUNS     := $(TEST_BINS:%='%')
 VALGRIND_RUNS  := $(TEST_BINS:%='%')
 CHECK_PREREQS  := $(TEST_BINS) $(TEST_FAKE_SOS)
+# The generator's tests on the hsa kernels through PoCL. Under ASan without
+# the leak checker: LeakSanitizer's tracer crashes at exit now and then
+# while PoCL's worker threads run (signal 11 in 1 of 2 runs of this program,
+# docs/testing.md); the model code's leaks are checked on cpu and lavapipe.
+HSA_POCL_MODEL  = $(if $(filter 1,$(SANITIZE)),env ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 )$(B)/tests/model \
+                  --plugin-dir $(HSA_POCL_DIR) --backend hsa-pocl
 # The hsa plugin's tests (plugins/hsa/tests.mk): its code objects, and the
 # conformance suite on its kernels through PoCL (an emulated device, so not
 # under valgrind).
 ifdef HSA_TEST_BIN
-CHECK_RUNS     += '$(HSA_TEST_BIN)' '$(HSA_POCL_CONFORMANCE)' \
-                  '$(B)/tests/model --plugin-dir $(HSA_POCL_DIR) --backend hsa-pocl'
+CHECK_RUNS     += '$(HSA_TEST_BIN)' '$(HSA_POCL_CONFORMANCE)' '$(HSA_POCL_MODEL)'
 VALGRIND_RUNS  += '$(HSA_TEST_BIN)'
 CHECK_PREREQS  += $(HSA_TEST_BIN) $(HSA_POCL_PLUGIN)
 endif
