@@ -1,6 +1,7 @@
 /*
- * cpu_matmul_avx2.c - AVX2 + FMA + F16C matmul kernels (only called when
- * cpu_has says the CPU has them).
+ * cpu_gemm_avx2.c - AVX2 + FMA + F16C GEMM micro-kernel and packing (for
+ * matmul.c and attention.c) and GEMV kernels (for matmul.c); only called
+ * when cpu_has says the CPU has them.
  *
  * Micro-kernel: a 6 x 16 tile of sums in 12 ymm registers. GEMV: reads b in
  * its storage dtype and accumulates in F32, like the AVX-512 version.

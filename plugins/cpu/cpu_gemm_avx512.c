@@ -1,6 +1,7 @@
 /*
- * cpu_matmul_avx512.c - AVX-512 matmul kernels (compiled with -mavx512f/bw/vl;
- * only called when cpu_has says the CPU has them).
+ * cpu_gemm_avx512.c - AVX-512 GEMM micro-kernel and packing (for matmul.c
+ * and attention.c) and GEMV kernels (for matmul.c); compiled with
+ * -mavx512f/bw/vl, only called when cpu_has says the CPU has them.
  *
  * Micro-kernel: a 12 x 32 tile of sums in 24 zmm registers; each step loads
  * two vectors of packed b and broadcasts 12 values of packed a.
