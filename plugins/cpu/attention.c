@@ -35,6 +35,12 @@ enum {
   ATTN_DIRECT_ROWS = 8, /* rows per kv head up to which products skip packing */
   ATTN_CHUNK_KEYS = 256 /* fewest keys worth a chunk of their own */
 };
+_Static_assert(ATTN_ROWS % CPU_GEMM_GENERIC_MR == 0 && ATTN_ROWS % CPU_GEMM_AVX2_MR == 0 &&
+                   ATTN_ROWS % CPU_GEMM_AVX512_MR == 0,
+               "ATTN_ROWS must be a multiple of every micro-kernel's MR");
+_Static_assert(ATTN_KEYS % CPU_GEMM_GENERIC_NR == 0 && ATTN_KEYS % CPU_GEMM_AVX2_NR == 0 &&
+                   ATTN_KEYS % CPU_GEMM_AVX512_NR == 0 && ATTN_KEYS <= ATTN_ROWS,
+               "ATTN_KEYS must be a multiple of every micro-kernel's NR, at most ATTN_ROWS");
 
 static void softmax_step_generic(float *row, int64_t visible, int64_t width, float *max, float *sum,
                                  float *o, int64_t d) {
@@ -75,7 +81,10 @@ static void accumulate_generic(int32_t dtype, int64_t rows, int64_t keys, int64_
         o[r * ldo + i] += p[r * ldp + j] * cpu_element_f32(dtype, v_rows[j], i);
 }
 
-static const cpu_attention_direct attention_direct_generic = {scores_generic, accumulate_generic};
+static const cpu_attention_direct attention_direct_generic = {
+    .scores = scores_generic,
+    .accumulate = accumulate_generic,
+};
 
 /* ------------------------------------------------------- the shared loop */
 

@@ -215,4 +215,7 @@ static void accumulate_direct(int32_t dtype, int64_t rows, int64_t keys, int64_t
   }
 }
 
-const cpu_attention_direct cpu_attention_direct_avx2 = {scores_direct, accumulate_direct};
+const cpu_attention_direct cpu_attention_direct_avx2 = {
+    .scores = scores_direct,
+    .accumulate = accumulate_direct,
+};

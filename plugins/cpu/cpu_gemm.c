@@ -8,7 +8,7 @@
 
 #include "cpu_gemm.h"
 
-enum { GENERIC_MR = 4, GENERIC_NR = 16, GENERIC_CHUNK = 256 };
+enum { GENERIC_MR = CPU_GEMM_GENERIC_MR, GENERIC_NR = CPU_GEMM_GENERIC_NR, GENERIC_CHUNK = 256 };
 
 static void micro_generic(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                           const cpu_gemm_epilogue *ep) {
@@ -72,8 +72,13 @@ static void pack_rows_generic(const float *const *rows, int64_t count, int64_t c
 }
 
 const cpu_gemm_isa cpu_gemm_isa_generic = {
-    GENERIC_MR,        GENERIC_NR,      micro_generic,   pack_transposed_generic,
-    pack_rows_generic, gemv_nk_generic, gemv_kn_generic,
+    .mr = GENERIC_MR,
+    .nr = GENERIC_NR,
+    .micro = micro_generic,
+    .pack_transposed = pack_transposed_generic,
+    .pack_rows = pack_rows_generic,
+    .gemv_nk = gemv_nk_generic,
+    .gemv_kn = gemv_kn_generic,
 };
 
 const cpu_gemm_isa *cpu_gemm_select(void) {

@@ -113,6 +113,18 @@ typedef void (*cpu_gemm_pack_fn)(const float *const *rows, int64_t count, int64_
 typedef void (*cpu_gemm_pack_rows_fn)(const float *const *rows, int64_t count, int64_t cols,
                                       int64_t width, float *dst);
 
+/* The micro-tiles of the three tables (cpu_gemm.c, cpu_gemm_avx2.c,
+ * cpu_gemm_avx512.c): code that sizes buffers by isa->mr and isa->nr checks
+ * its sizes against them at compile time (matmul.c, attention.c). */
+enum {
+  CPU_GEMM_GENERIC_MR = 4,
+  CPU_GEMM_GENERIC_NR = 16,
+  CPU_GEMM_AVX2_MR = 6,
+  CPU_GEMM_AVX2_NR = 16,
+  CPU_GEMM_AVX512_MR = 12,
+  CPU_GEMM_AVX512_NR = 32
+};
+
 typedef struct cpu_gemm_isa {
   int64_t mr, nr; /* micro-tile: rows of A x columns of B */
   cpu_gemm_micro_fn micro;

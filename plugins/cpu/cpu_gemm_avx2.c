@@ -15,7 +15,7 @@
  * unrolled, their arrays of vectors live in registers (-O2 alone leaves them
  * in memory). */
 
-enum { MR = 6, NR = 16 };
+enum { MR = CPU_GEMM_AVX2_MR, NR = CPU_GEMM_AVX2_NR };
 
 static void micro_6x16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                        const cpu_gemm_epilogue *ep) {
@@ -212,5 +212,11 @@ CPU_GEMV_DISPATCH(gemv_nk_avx2, nk_body)
 CPU_GEMV_DISPATCH(gemv_kn_avx2, kn_body)
 
 const cpu_gemm_isa cpu_gemm_isa_avx2 = {
-    MR, NR, micro_6x16, pack_transposed_avx2, pack_rows_avx2, gemv_nk_avx2, gemv_kn_avx2,
+    .mr = MR,
+    .nr = NR,
+    .micro = micro_6x16,
+    .pack_transposed = pack_transposed_avx2,
+    .pack_rows = pack_rows_avx2,
+    .gemv_nk = gemv_nk_avx2,
+    .gemv_kn = gemv_kn_avx2,
 };

@@ -16,7 +16,7 @@
  * unrolled, their arrays of vectors live in registers (-O2 alone leaves them
  * in memory). */
 
-enum { MR = 12, NR = 32 };
+enum { MR = CPU_GEMM_AVX512_MR, NR = CPU_GEMM_AVX512_NR };
 
 /* The first `count` (<= 16) lanes. */
 static ALWAYS_INLINE __mmask16 tail_mask(int64_t count) {
@@ -216,5 +216,11 @@ CPU_GEMV_DISPATCH(gemv_nk_avx512, nk_body)
 CPU_GEMV_DISPATCH(gemv_kn_avx512, kn_body)
 
 const cpu_gemm_isa cpu_gemm_isa_avx512 = {
-    MR, NR, micro_12x32, pack_transposed_avx512, pack_rows_avx512, gemv_nk_avx512, gemv_kn_avx512,
+    .mr = MR,
+    .nr = NR,
+    .micro = micro_12x32,
+    .pack_transposed = pack_transposed_avx512,
+    .pack_rows = pack_rows_avx512,
+    .gemv_nk = gemv_nk_avx512,
+    .gemv_kn = gemv_kn_avx512,
 };

@@ -166,6 +166,13 @@ static void finish_row(const matmul_job *job, float *v, void *dst, int64_t count
 
 /* The widest panel: rows handed to pack_transposed at once. */
 enum { PACK_MAX_ROWS = 32 };
+_Static_assert((int)CPU_GEMM_GENERIC_MR <= PACK_MAX_ROWS &&
+                   (int)CPU_GEMM_GENERIC_NR <= PACK_MAX_ROWS &&
+                   (int)CPU_GEMM_AVX2_MR <= PACK_MAX_ROWS &&
+                   (int)CPU_GEMM_AVX2_NR <= PACK_MAX_ROWS &&
+                   (int)CPU_GEMM_AVX512_MR <= PACK_MAX_ROWS &&
+                   (int)CPU_GEMM_AVX512_NR <= PACK_MAX_ROWS,
+               "a micro-tile is wider than PACK_MAX_ROWS");
 
 /* Packs `count` rows of a (or of b as [N, K]) transposed for the micro-kernel,
  * converting F16/BF16 first into `converted` (room for width * kc floats). */
