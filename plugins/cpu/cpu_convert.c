@@ -92,8 +92,12 @@ static void stream_copy_portable(void *dst, const void *src, size_t bytes) {
 static void stream_fence_portable(void) {}
 
 const cpu_convert_kernels cpu_convert_portable = {
-    f16_to_f32_portable,  f32_to_f16_portable,  bf16_to_f32_portable,
-    f32_to_bf16_portable, stream_copy_portable, stream_fence_portable,
+    .f16_to_f32 = f16_to_f32_portable,
+    .f32_to_f16 = f32_to_f16_portable,
+    .bf16_to_f32 = bf16_to_f32_portable,
+    .f32_to_bf16 = f32_to_bf16_portable,
+    .stream_copy = stream_copy_portable,
+    .stream_fence = stream_fence_portable,
 };
 
 int64_t cpu_stream_threshold = (int64_t)32 << 20;

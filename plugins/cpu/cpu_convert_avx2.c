@@ -76,7 +76,11 @@ static void stream_copy_avx2(void *dst, const void *src, size_t bytes) {
 static void stream_fence_avx2(void) { _mm_sfence(); }
 
 const cpu_convert_kernels cpu_convert_avx2 = {
-    f16_to_f32_avx2,  f32_to_f16_avx2,  bf16_to_f32_avx2,
-    f32_to_bf16_avx2, stream_copy_avx2, stream_fence_avx2,
+    .f16_to_f32 = f16_to_f32_avx2,
+    .f32_to_f16 = f32_to_f16_avx2,
+    .bf16_to_f32 = bf16_to_f32_avx2,
+    .f32_to_bf16 = f32_to_bf16_avx2,
+    .stream_copy = stream_copy_avx2,
+    .stream_fence = stream_fence_avx2,
 };
 #endif

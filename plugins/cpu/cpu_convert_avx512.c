@@ -72,7 +72,11 @@ static void stream_copy_avx512(void *dst, const void *src, size_t bytes) {
 static void stream_fence_avx512(void) { _mm_sfence(); }
 
 const cpu_convert_kernels cpu_convert_avx512 = {
-    f16_to_f32_avx512,  f32_to_f16_avx512,  bf16_to_f32_avx512,
-    f32_to_bf16_avx512, stream_copy_avx512, stream_fence_avx512,
+    .f16_to_f32 = f16_to_f32_avx512,
+    .f32_to_f16 = f32_to_f16_avx512,
+    .bf16_to_f32 = bf16_to_f32_avx512,
+    .f32_to_bf16 = f32_to_bf16_avx512,
+    .stream_copy = stream_copy_avx512,
+    .stream_fence = stream_fence_avx512,
 };
 #endif

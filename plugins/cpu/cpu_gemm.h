@@ -1,7 +1,8 @@
 /*
  * cpu_gemm.h - internals shared by the cpu plugin's matmul and attention:
- * a task runner with per-thread scratch memory and the per-instruction-set
- * kernel tables (portable C, AVX2+FMA, AVX-512), chosen at run time.
+ * a task runner with per-thread scratch memory (cpu_tasks.c) and the
+ * per-instruction-set kernel tables (portable C, AVX2+FMA, AVX-512: cpu_gemm.c,
+ * cpu_gemm_avx2.c, cpu_gemm_avx512.c), chosen at run time.
  */
 #ifndef GLLMK_CPU_GEMM_H_
 #define GLLMK_CPU_GEMM_H_
@@ -33,6 +34,19 @@ typedef struct cpu_gemm_epilogue {
   int read_c;
   const float *bias;
 } cpu_gemm_epilogue;
+
+/* c = epilogue(t) for a rows x cols block of sums t (row stride ldt). */
+static inline void cpu_gemm_store_tile(const float *t, int64_t ldt, int64_t rows, int64_t cols,
+                                       float *c, int64_t ldc, const cpu_gemm_epilogue *ep) {
+  for (int64_t i = 0; i < rows; i++) {
+    for (int64_t j = 0; j < cols; j++) {
+      float x = ep->alpha * t[i * ldt + j];
+      if (ep->read_c) x += ep->beta * c[i * ldc + j];
+      if (ep->bias) x += ep->bias[j];
+      c[i * ldc + j] = x;
+    }
+  }
+}
 
 /* T = A_panel * B_panel over kc steps: a_panel holds MR floats per step (one
  * per row of the tile), b_panel NR floats per step (one per column). Writes
@@ -99,6 +113,18 @@ typedef void (*cpu_gemm_pack_fn)(const float *const *rows, int64_t count, int64_
 typedef void (*cpu_gemm_pack_rows_fn)(const float *const *rows, int64_t count, int64_t cols,
                                       int64_t width, float *dst);
 
+/* The micro-tiles of the three tables (cpu_gemm.c, cpu_gemm_avx2.c,
+ * cpu_gemm_avx512.c): code that sizes buffers by isa->mr and isa->nr checks
+ * its sizes against them at compile time (matmul.c, attention.c). */
+enum {
+  CPU_GEMM_GENERIC_MR = 4,
+  CPU_GEMM_GENERIC_NR = 16,
+  CPU_GEMM_AVX2_MR = 6,
+  CPU_GEMM_AVX2_NR = 16,
+  CPU_GEMM_AVX512_MR = 12,
+  CPU_GEMM_AVX512_NR = 32
+};
+
 typedef struct cpu_gemm_isa {
   int64_t mr, nr; /* micro-tile: rows of A x columns of B */
   cpu_gemm_micro_fn micro;
@@ -107,36 +133,11 @@ typedef struct cpu_gemm_isa {
   cpu_gemv_fn gemv_nk, gemv_kn;
 } cpu_gemm_isa;
 
-extern const cpu_gemm_isa cpu_gemm_isa_generic;
-extern const cpu_gemm_isa cpu_gemm_isa_avx2;   /* cpu_matmul_avx2.c: AVX2 + FMA + F16C */
-extern const cpu_gemm_isa cpu_gemm_isa_avx512; /* cpu_matmul_avx512.c: AVX-512 F/BW/VL */
+extern const cpu_gemm_isa cpu_gemm_isa_generic; /* cpu_gemm.c: portable C */
+extern const cpu_gemm_isa cpu_gemm_isa_avx2;    /* cpu_gemm_avx2.c: AVX2 + FMA + F16C */
+extern const cpu_gemm_isa cpu_gemm_isa_avx512;  /* cpu_gemm_avx512.c: AVX-512 F/BW/VL */
 
-/* Selects the best table for this CPU. */
+/* Selects the best table for this CPU (cpu_gemm.c). */
 const cpu_gemm_isa *cpu_gemm_select(void);
-
-/* -------------------------------------------------------------- attention */
-
-/* One row's step of the online softmax over a block of `width` scores, of
- * which the first `visible` (>= 1) count: row[0..visible) becomes
- * exp(row - max) with the running max, row[visible..width) zero, and the
- * exponentials add to *sum; when the block raises *max, *sum and o[0..d)
- * (d a multiple of 8) are first scaled by exp(old max - new max). */
-typedef void (*cpu_softmax_step_fn)(float *row, int64_t visible, int64_t width, float *max,
-                                    float *sum, float *o, int64_t d);
-void cpu_softmax_step_avx2(float *row, int64_t visible, int64_t width, float *max, float *sum,
-                           float *o, int64_t d); /* cpu_attention_avx2.c */
-
-/* For a few query rows (decode), products straight from the key and value
- * rows as stored (dtype F32, F16 or BF16; d a multiple of 8), no packing:
- *  scores:     s[r * lds + j] = scale * dot(q + r * ldq, k_rows[j]), r < rows, j < keys
- *  accumulate: o[r * ldo ..][0..d) += sum_{j < keys} p[r * ldp + j] * v_rows[j][0..d)
- * Each score is summed in the same order whatever `rows` and `keys` are. */
-typedef struct cpu_attention_direct {
-  void (*scores)(int32_t dtype, int64_t rows, int64_t keys, int64_t d, const float *q,
-                 int64_t ldq, const void *const *k_rows, float scale, float *s, int64_t lds);
-  void (*accumulate)(int32_t dtype, int64_t rows, int64_t keys, int64_t d, const float *p,
-                     int64_t ldp, const void *const *v_rows, float *o, int64_t ldo);
-} cpu_attention_direct;
-extern const cpu_attention_direct cpu_attention_direct_avx2; /* cpu_attention_avx2.c */
 
 #endif /* GLLMK_CPU_GEMM_H_ */

@@ -1,5 +1,7 @@
 /*
- * cpu_internal.h - shared declarations of the cpu plugin.
+ * cpu_internal.h - shared declarations of the cpu plugin: the device, host
+ * memory, the thread pool, errors and conversions of the layer below the
+ * family files (ops.h declares their entry points).
  *
  * The cpu plugin computes with host memory: a gllmk_plugin_memory holds the
  * address of the allocation (its own, or a wrapped one of the caller). Work runs synchronously on the calling
@@ -78,9 +80,5 @@ static inline float cpu_element_f32(int32_t dtype, const void *row, int64_t i) {
  * `src`/`dst` point at the first element; elements are contiguous. */
 void cpu_load_f32(int32_t dtype, const void *src, float *dst, int64_t n);
 void cpu_store_f32(int32_t dtype, const float *src, void *dst, int64_t n);
-
-/* Op entry points, one per file group. */
-#define GLLMK_OP(name) gllmk_status cpu_##name(gllmk_plugin_device *device, const gllmk_##name##_args *args);
-#include "gllmk/gllmk_ops.def"
 
 #endif /* GLLMK_CPU_INTERNAL_H_ */

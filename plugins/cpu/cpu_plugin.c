@@ -1,6 +1,7 @@
 /*
- * cpu_plugin.c - the cpu backend's descriptor: probe, device, host memory,
- * device-raised errors.
+ * cpu_plugin.c - the cpu backend's descriptor and entry point
+ * (gllmk_plugin_entry): probe, device, host memory, device-raised errors,
+ * timing, and the op table of the family files' entry points (ops.h).
  *
  * Ops run synchronously on the calling thread and the device's worker pool,
  * so "queued work" is always finished when an entry point returns.
@@ -20,6 +21,7 @@
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
 #include "cpu_pool.h"
+#include "ops.h"
 
 #define CPU_PLUGIN_VERSION "0.1.0"
 #define CPU_ALIGNMENT 64

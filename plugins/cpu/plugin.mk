@@ -1,4 +1,8 @@
 # cpu plugin: portable C plus SIMD files chosen at run time by CPU features.
+# The family files (elementwise, norm, rope, gather, matmul, attention,
+# sample .c: one per op family, the same names on every backend) sit on the
+# shared cpu_*.c layer (plugin entry, thread pool, tasks, conversions, vector
+# and GEMM kernels), which never calls into them.
 # Files named *_avx2.c / *_avx512.c / *_avx512bf16.c are compiled for those
 # instruction sets and only called after cpu_features says the CPU has them.
 cpu_SRCS   := $(wildcard plugins/cpu/*.c)

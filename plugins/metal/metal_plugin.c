@@ -7,6 +7,9 @@
  * kernels, every op slot is NULL, and the device functions refuse to run
  * (the core never calls them, as probe reports no device). docs/metal.md
  * describes what a macOS build has to add.
+ *
+ * Op families (elementwise, norm, rope, gather, matmul, attention, sample):
+ * all absent, no family files: no device on Linux (docs/metal.md).
  */
 #include <stdio.h>
 

@@ -1,6 +1,7 @@
 /*
- * cpu_matmul_avx2.c - AVX2 + FMA + F16C matmul kernels (only called when
- * cpu_has says the CPU has them).
+ * cpu_gemm_avx2.c - AVX2 + FMA + F16C GEMM micro-kernel and packing (for
+ * matmul.c and attention.c) and GEMV kernels (for matmul.c); only called
+ * when cpu_has says the CPU has them.
  *
  * Micro-kernel: a 6 x 16 tile of sums in 12 ymm registers. GEMV: reads b in
  * its storage dtype and accumulates in F32, like the AVX-512 version.
@@ -14,7 +15,7 @@
  * unrolled, their arrays of vectors live in registers (-O2 alone leaves them
  * in memory). */
 
-enum { MR = 6, NR = 16 };
+enum { MR = CPU_GEMM_AVX2_MR, NR = CPU_GEMM_AVX2_NR };
 
 static void micro_6x16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                        const cpu_gemm_epilogue *ep) {
@@ -211,5 +212,11 @@ CPU_GEMV_DISPATCH(gemv_nk_avx2, nk_body)
 CPU_GEMV_DISPATCH(gemv_kn_avx2, kn_body)
 
 const cpu_gemm_isa cpu_gemm_isa_avx2 = {
-    MR, NR, micro_6x16, pack_transposed_avx2, pack_rows_avx2, gemv_nk_avx2, gemv_kn_avx2,
+    .mr = MR,
+    .nr = NR,
+    .micro = micro_6x16,
+    .pack_transposed = pack_transposed_avx2,
+    .pack_rows = pack_rows_avx2,
+    .gemv_nk = gemv_nk_avx2,
+    .gemv_kn = gemv_kn_avx2,
 };

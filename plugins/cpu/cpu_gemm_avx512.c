@@ -1,6 +1,7 @@
 /*
- * cpu_matmul_avx512.c - AVX-512 matmul kernels (compiled with -mavx512f/bw/vl;
- * only called when cpu_has says the CPU has them).
+ * cpu_gemm_avx512.c - AVX-512 GEMM micro-kernel and packing (for matmul.c
+ * and attention.c) and GEMV kernels (for matmul.c); compiled with
+ * -mavx512f/bw/vl, only called when cpu_has says the CPU has them.
  *
  * Micro-kernel: a 12 x 32 tile of sums in 24 zmm registers; each step loads
  * two vectors of packed b and broadcasts 12 values of packed a.
@@ -15,7 +16,7 @@
  * unrolled, their arrays of vectors live in registers (-O2 alone leaves them
  * in memory). */
 
-enum { MR = 12, NR = 32 };
+enum { MR = CPU_GEMM_AVX512_MR, NR = CPU_GEMM_AVX512_NR };
 
 /* The first `count` (<= 16) lanes. */
 static ALWAYS_INLINE __mmask16 tail_mask(int64_t count) {
@@ -215,5 +216,11 @@ CPU_GEMV_DISPATCH(gemv_nk_avx512, nk_body)
 CPU_GEMV_DISPATCH(gemv_kn_avx512, kn_body)
 
 const cpu_gemm_isa cpu_gemm_isa_avx512 = {
-    MR, NR, micro_12x32, pack_transposed_avx512, pack_rows_avx512, gemv_nk_avx512, gemv_kn_avx512,
+    .mr = MR,
+    .nr = NR,
+    .micro = micro_12x32,
+    .pack_transposed = pack_transposed_avx512,
+    .pack_rows = pack_rows_avx512,
+    .gemv_nk = gemv_nk_avx512,
+    .gemv_kn = gemv_kn_avx512,
 };

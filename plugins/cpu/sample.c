@@ -1,5 +1,9 @@
 /*
- * cpu_sample.c - argmax and sampling over rows of logits.
+ * sample.c - the sample family on the cpu: argmax and sample, over rows of
+ * logits. The host code and the selection are here; a row's maximum is the
+ * cpu_vec table's max_scaled and the double exponentials its exp_f64
+ * (cpu_vec.inc, built for each instruction set by cpu_vec*.c). From below
+ * it also uses cpu_parallel_for (cpu_pool.c) and cpu_rows.h.
  *
  * argmax: the index of the largest logit, the lowest index on ties; NaN
  * counts as smaller than every number (a row of NaN gives 0).
@@ -44,7 +48,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_ops.h"
+#include "cpu_rows.h"
+#include "ops.h"
 
 /* ------------------------------------------------------------ argmax */
 

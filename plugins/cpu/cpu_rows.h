@@ -1,13 +1,13 @@
 /*
- * cpu_ops.h - helpers shared by the cpu plugin's op files: F32 views of
- * stored rows and the row layout of a tensor.
+ * cpu_rows.h - helpers shared by the cpu plugin's family files: F32 views
+ * of stored rows and the row layout of a tensor.
  *
  * The math kernels (cpu_kernels.h) read and write storage directly; code
  * that needs F32 values of F16/BF16 data converts CPU_BLOCK elements at a
  * time into a small L1-resident scratch block.
  */
-#ifndef GLLMK_CPU_OPS_H_
-#define GLLMK_CPU_OPS_H_
+#ifndef GLLMK_CPU_ROWS_H_
+#define GLLMK_CPU_ROWS_H_
 
 #include <stdlib.h>
 
@@ -84,4 +84,4 @@ static inline int64_t cpu_row_grain(int64_t cols) {
   return cols >= CPU_GRAIN_ELEMENTS ? 1 : CPU_GRAIN_ELEMENTS / cols;
 }
 
-#endif /* GLLMK_CPU_OPS_H_ */
+#endif /* GLLMK_CPU_ROWS_H_ */

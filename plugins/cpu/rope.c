@@ -1,5 +1,9 @@
 /*
- * cpu_rope.c - rotary position embedding on x [tokens, heads, head_dim].
+ * rope.c - the rope family on the cpu: rope, rotary position embedding on
+ * x [tokens, heads, head_dim]. The host code is here; the angles and the
+ * turning of a row are the cpu_vec table's rope_angles, rope_neox and
+ * rope_gptj (cpu_vec.inc, built for each instruction set by cpu_vec*.c).
+ * From below it also uses cpu_parallel_for (cpu_pool.c) and cpu_rows.h.
  *
  * Pair j turns by position * theta^(-2j / rotary_dim), or by position *
  * inv_freq[j] when the caller gives the frequencies. They are computed (or
@@ -13,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_ops.h"
+#include "cpu_rows.h"
+#include "ops.h"
 
 typedef struct rope_job {
   int32_t dtype;

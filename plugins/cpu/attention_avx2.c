@@ -1,13 +1,13 @@
 /*
- * cpu_attention_avx2.c - attention pieces with AVX2 + FMA (only called when
- * cpu_has says the CPU has them): the softmax step and the unpacked
- * products used for a few query rows.
+ * attention_avx2.c - the attention family's AVX2 + FMA pieces (only called
+ * when cpu_has says the CPU has them): the softmax step and the unpacked
+ * products used for a few query rows; attention.c has the portable ones.
  */
 #include <immintrin.h>
 #include <math.h>
 
 #include "cpu_avx2.h"
-#include "cpu_gemm.h"
+#include "attention.h"
 
 /* Small loops over vector registers carry "#pragma GCC unroll": fully
  * unrolled, their arrays of vectors live in registers (-O2 alone leaves them
@@ -215,4 +215,7 @@ static void accumulate_direct(int32_t dtype, int64_t rows, int64_t keys, int64_t
   }
 }
 
-const cpu_attention_direct cpu_attention_direct_avx2 = {scores_direct, accumulate_direct};
+const cpu_attention_direct cpu_attention_direct_avx2 = {
+    .scores = scores_direct,
+    .accumulate = accumulate_direct,
+};

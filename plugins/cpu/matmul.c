@@ -1,5 +1,10 @@
 /*
- * cpu_matmul.c - matmul on the cpu: out = alpha * a op(b) + beta * out + bias.
+ * matmul.c - the matmul family on the cpu: matmul, out = alpha * a op(b) +
+ * beta * out + bias. The planning, packing and tasks are here; the
+ * micro-kernels and GEMV kernels are the cpu_gemm_isa tables below it
+ * (cpu_gemm.h: cpu_gemm.c portable, cpu_gemm_avx2.c, cpu_gemm_avx512.c),
+ * which attention.c uses too. From below it also uses cpu_run_tasks
+ * (cpu_tasks.c) and the row conversions of cpu_convert.c.
  *
  * Two paths:
  *  - GEMM (more than CPU_GEMV_MAX_ROWS rows): BLIS-style. The output is cut
@@ -11,11 +16,12 @@
  *  - GEMV (a few rows, decode): streams b once, reading its storage dtype
  *    directly; it is bound by memory bandwidth.
  * The micro-kernels and GEMV kernels come from an instruction-set table
- * (portable C here, AVX2 and AVX-512 in their own files).
+ * (cpu_gemm.c, cpu_gemm_avx2.c, cpu_gemm_avx512.c).
  */
 #include <string.h>
 
 #include "cpu_gemm.h"
+#include "ops.h"
 
 enum {
   GEMM_KC = 256,      /* depth of one packed slice */
@@ -24,97 +30,6 @@ enum {
   GEMV_NK_ROWS = 64,  /* b rows per GEMV task (b as [N, K]) */
   GEMV_KN_BYTES = 16384 /* of each b row per GEMV task at most (b as [K, N]) */
 };
-
-/* ------------------------------------------------------ portable kernels */
-
-enum { GENERIC_MR = 4, GENERIC_NR = 16, GENERIC_CHUNK = 256 };
-
-/* c = epilogue(t) for a rows x cols block of sums t (row stride ldt). */
-static void store_tile(const float *t, int64_t ldt, int64_t rows, int64_t cols, float *c,
-                       int64_t ldc, const cpu_gemm_epilogue *ep) {
-  for (int64_t i = 0; i < rows; i++) {
-    for (int64_t j = 0; j < cols; j++) {
-      float x = ep->alpha * t[i * ldt + j];
-      if (ep->read_c) x += ep->beta * c[i * ldc + j];
-      if (ep->bias) x += ep->bias[j];
-      c[i * ldc + j] = x;
-    }
-  }
-}
-
-static void micro_generic(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                          const cpu_gemm_epilogue *ep) {
-  float t[GENERIC_MR][GENERIC_NR] = {{0}};
-  for (int64_t k = 0; k < kc; k++, a += GENERIC_MR, b += GENERIC_NR)
-    for (int i = 0; i < GENERIC_MR; i++)
-      for (int j = 0; j < GENERIC_NR; j++) t[i][j] += a[i] * b[j];
-  store_tile(&t[0][0], GENERIC_NR, GENERIC_MR, GENERIC_NR, c, ldc, ep);
-}
-
-static void gemv_nk_generic(int32_t dtype, int64_t m, int64_t k, const float *a, int64_t lda,
-                            const void *b, int64_t ldb, int64_t n_count, float *out, int64_t ldo) {
-  size_t esize = gllmk_plugin_dtype_size(dtype);
-  float chunk[GENERIC_CHUNK];
-  for (int64_t n = 0; n < n_count; n++) {
-    float sums[CPU_GEMV_MAX_ROWS] = {0};
-    const char *row = (const char *)b + (size_t)(n * ldb) * esize;
-    for (int64_t k0 = 0; k0 < k; k0 += GENERIC_CHUNK) {
-      int64_t len = k - k0 < GENERIC_CHUNK ? k - k0 : GENERIC_CHUNK;
-      cpu_load_f32(dtype, row + (size_t)k0 * esize, chunk, len);
-      for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < len; j++) sums[i] += a[i * lda + k0 + j] * chunk[j];
-    }
-    for (int64_t i = 0; i < m; i++) out[i * ldo + n] = sums[i];
-  }
-}
-
-static void gemv_kn_generic(int32_t dtype, int64_t m, int64_t k, const float *a, int64_t lda,
-                            const void *b, int64_t ldb, int64_t n_count, float *out, int64_t ldo) {
-  size_t esize = gllmk_plugin_dtype_size(dtype);
-  float chunk[GENERIC_CHUNK];
-  for (int64_t i = 0; i < m; i++) memset(out + i * ldo, 0, (size_t)n_count * sizeof(float));
-  for (int64_t kk = 0; kk < k; kk++) {
-    const char *row = (const char *)b + (size_t)(kk * ldb) * esize;
-    for (int64_t n0 = 0; n0 < n_count; n0 += GENERIC_CHUNK) {
-      int64_t len = n_count - n0 < GENERIC_CHUNK ? n_count - n0 : GENERIC_CHUNK;
-      cpu_load_f32(dtype, row + (size_t)n0 * esize, chunk, len);
-      for (int64_t i = 0; i < m; i++) {
-        float ai = a[i * lda + kk];
-        for (int64_t j = 0; j < len; j++) out[i * ldo + n0 + j] += ai * chunk[j];
-      }
-    }
-  }
-}
-
-static void pack_transposed_generic(const float *const *rows, int64_t count, int64_t kc,
-                                    int64_t width, float *dst) {
-  for (int64_t k = 0; k < kc; k++) {
-    float *d = dst + k * width;
-    for (int64_t i = 0; i < count; i++) d[i] = rows[i][k];
-    for (int64_t i = count; i < width; i++) d[i] = 0.0f;
-  }
-}
-
-static void pack_rows_generic(const float *const *rows, int64_t count, int64_t cols, int64_t width,
-                              float *dst) {
-  for (int64_t k = 0; k < count; k++) {
-    memcpy(dst + k * width, rows[k], (size_t)cols * sizeof(float));
-    memset(dst + k * width + cols, 0, (size_t)(width - cols) * sizeof(float));
-  }
-}
-
-const cpu_gemm_isa cpu_gemm_isa_generic = {
-    GENERIC_MR,        GENERIC_NR,      micro_generic,   pack_transposed_generic,
-    pack_rows_generic, gemv_nk_generic, gemv_kn_generic,
-};
-
-const cpu_gemm_isa *cpu_gemm_select(void) {
-  if (cpu_has.avx512f && cpu_has.avx512bw && cpu_has.avx512vl && cpu_has.avx2 && cpu_has.fma &&
-      cpu_has.f16c)
-    return &cpu_gemm_isa_avx512;
-  if (cpu_has.avx2 && cpu_has.fma && cpu_has.f16c) return &cpu_gemm_isa_avx2;
-  return &cpu_gemm_isa_generic;
-}
 
 /* ------------------------------------------------------------ the problem */
 
@@ -251,6 +166,13 @@ static void finish_row(const matmul_job *job, float *v, void *dst, int64_t count
 
 /* The widest panel: rows handed to pack_transposed at once. */
 enum { PACK_MAX_ROWS = 32 };
+_Static_assert((int)CPU_GEMM_GENERIC_MR <= PACK_MAX_ROWS &&
+                   (int)CPU_GEMM_GENERIC_NR <= PACK_MAX_ROWS &&
+                   (int)CPU_GEMM_AVX2_MR <= PACK_MAX_ROWS &&
+                   (int)CPU_GEMM_AVX2_NR <= PACK_MAX_ROWS &&
+                   (int)CPU_GEMM_AVX512_MR <= PACK_MAX_ROWS &&
+                   (int)CPU_GEMM_AVX512_NR <= PACK_MAX_ROWS,
+               "a micro-tile is wider than PACK_MAX_ROWS");
 
 /* Packs `count` rows of a (or of b as [N, K]) transposed for the micro-kernel,
  * converting F16/BF16 first into `converted` (room for width * kc floats). */
@@ -378,7 +300,7 @@ static void gemm_tile(const matmul_job *job, const batch_view *view, int64_t m0,
           isa->micro(kc, s->a_packed, panel, c, ldc, &tile_ep);
         } else {
           isa->micro(kc, s->a_packed, panel, s->edge, nr, &plain);
-          store_tile(s->edge, nr, rows, cols, c, ldc, &tile_ep);
+          cpu_gemm_store_tile(s->edge, nr, rows, cols, c, ldc, &tile_ep);
         }
       }
     }

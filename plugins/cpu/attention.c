@@ -1,5 +1,10 @@
 /*
- * cpu_attention.c - attention, kv_append and paged_attention on the cpu.
+ * attention.c - the attention family on the cpu: attention and
+ * paged_attention. The host code and the flash-attention loop are here,
+ * with the portable softmax step and direct products; their AVX2 versions
+ * are in attention_avx2.c (attention.h). The packed products run on the
+ * GEMM micro-kernels below (cpu_gemm.h: cpu_gemm.c, cpu_gemm_avx2.c,
+ * cpu_gemm_avx512.c), the tasks on cpu_run_tasks (cpu_tasks.c).
  *
  * Both attention ops describe each sequence the same way (attn_seq: where
  * its query and output rows are, which keys each query position sees, where
@@ -10,7 +15,7 @@
  * sequence lengths. Tasks come in two shapes:
  *  - head tiles (prefill): the heads of one kv head's group times a few
  *    query positions, over all keys. The products of a block, scores =
- *    Q K^T and out += P V, run on the matmul micro-kernels over packed tiles.
+ *    Q K^T and out += P V, run on the GEMM micro-kernels over packed tiles.
  *  - key chunks (decode, a few rows per kv head): every head of a sequence
  *    over one range of keys, so that each key position's rows of all heads
  *    are read together (the cache is read sequentially); the products run
@@ -21,7 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_gemm.h"
+#include "attention.h"
+#include "ops.h"
 
 enum {
   ATTN_ROWS = 96,       /* query rows per task: a multiple of every micro-kernel's MR */
@@ -29,6 +35,12 @@ enum {
   ATTN_DIRECT_ROWS = 8, /* rows per kv head up to which products skip packing */
   ATTN_CHUNK_KEYS = 256 /* fewest keys worth a chunk of their own */
 };
+_Static_assert(ATTN_ROWS % CPU_GEMM_GENERIC_MR == 0 && ATTN_ROWS % CPU_GEMM_AVX2_MR == 0 &&
+                   ATTN_ROWS % CPU_GEMM_AVX512_MR == 0,
+               "ATTN_ROWS must be a multiple of every micro-kernel's MR");
+_Static_assert(ATTN_KEYS % CPU_GEMM_GENERIC_NR == 0 && ATTN_KEYS % CPU_GEMM_AVX2_NR == 0 &&
+                   ATTN_KEYS % CPU_GEMM_AVX512_NR == 0 && ATTN_KEYS <= ATTN_ROWS,
+               "ATTN_KEYS must be a multiple of every micro-kernel's NR, at most ATTN_ROWS");
 
 static void softmax_step_generic(float *row, int64_t visible, int64_t width, float *max, float *sum,
                                  float *o, int64_t d) {
@@ -69,7 +81,10 @@ static void accumulate_generic(int32_t dtype, int64_t rows, int64_t keys, int64_
         o[r * ldo + i] += p[r * ldp + j] * cpu_element_f32(dtype, v_rows[j], i);
 }
 
-static const cpu_attention_direct attention_direct_generic = {scores_generic, accumulate_generic};
+static const cpu_attention_direct attention_direct_generic = {
+    .scores = scores_generic,
+    .accumulate = accumulate_generic,
+};
 
 /* ------------------------------------------------------- the shared loop */
 
@@ -603,64 +618,6 @@ gllmk_status cpu_attention(gllmk_plugin_device *device, const gllmk_attention_ar
   gllmk_status status = attn_run(device, &job);
   free(memory);
   return status;
-}
-
-/* ------------------------------------------------------------- kv_append */
-
-typedef struct kv_append_job {
-  const gllmk_kv_append_args *args;
-  const int32_t *slots;
-  int64_t slot_stride, cache_slots, block_size, heads, row_bytes;
-  size_t esize;
-} kv_append_job;
-
-/* Copies token t's rows of every head into its slot of one cache. */
-static void append_rows(const kv_append_job *job, const gllmk_tensor *cache,
-                        const gllmk_tensor *src, int64_t t, int64_t slot) {
-  int64_t block = slot / job->block_size, offset = slot % job->block_size;
-  for (int64_t h = 0; h < job->heads; h++) {
-    char *dst =
-        (char *)cpu_tensor_data(cache) +
-        (size_t)(block * cache->strides[0] + offset * cache->strides[1] + h * cache->strides[2]) *
-            job->esize;
-    const char *from = (const char *)cpu_tensor_data(src) +
-                       (size_t)(t * src->strides[0] + h * src->strides[1]) * job->esize;
-    memcpy(dst, from, (size_t)job->row_bytes);
-  }
-}
-
-static void kv_append_range(void *ctx, int64_t begin, int64_t end) {
-  const kv_append_job *job = ctx;
-  for (int64_t t = begin; t < end; t++) {
-    int64_t slot = job->slots[t * job->slot_stride];
-    if (slot < 0 || slot >= job->cache_slots) continue;
-    append_rows(job, job->args->k_cache, job->args->k, t, slot);
-    append_rows(job, job->args->v_cache, job->args->v, t, slot);
-  }
-}
-
-gllmk_status cpu_kv_append(gllmk_plugin_device *device, const gllmk_kv_append_args *args) {
-  kv_append_job job;
-  job.args = args;
-  job.slots = cpu_tensor_data(args->slots);
-  job.slot_stride = args->slots->strides[0];
-  job.block_size = args->k_cache->shape[1];
-  job.cache_slots = args->k_cache->shape[0] * job.block_size;
-  job.heads = args->k->shape[1];
-  job.esize = gllmk_plugin_dtype_size(args->k->dtype);
-  job.row_bytes = args->k->shape[2] * (int64_t)job.esize;
-  int64_t tokens = args->k->shape[0];
-  for (int64_t t = 0; t < tokens; t++) {
-    int32_t slot = job.slots[t * job.slot_stride];
-    if (slot >= job.cache_slots) {
-      cpu_raise(device, GLLMK_ERR_OUT_OF_RANGE,
-                "gllmk_kv_append: slots[%lld]=%d is past the cache's %lld slots", (long long)t,
-                slot, (long long)job.cache_slots);
-      break;
-    }
-  }
-  cpu_parallel_for(device, tokens, 64, kv_append_range, &job);
-  return GLLMK_OK;
 }
 
 /* ------------------------------------------------------- paged_attention */
