@@ -2,12 +2,12 @@
 # fatbin, embedded with .incbin. `make blobs` rebuilds the fatbin with nvcc.
 cuda_SRCS       := $(wildcard plugins/cuda/*.c)
 cuda_LDLIBS     := -ldl -lm
-cuda_OBJS_EXTRA := $(B)/obj/plugins/cuda/cuda_fatbin_blob.o
+cuda_OBJS_EXTRA := $(B)/obj/plugins/cuda/fatbin_blob.o
 
 CUDA_FATBIN  := blobs/cuda/gllmk-kernels.fatbin
 CUDA_KERNELS := $(sort $(wildcard plugins/cuda/kernels/*.cu plugins/cuda/kernels/*.cuh plugins/cuda/kernels/*.h))
 
-$(B)/obj/plugins/cuda/cuda_fatbin_blob.o: plugins/cuda/cuda_fatbin.S $(CUDA_FATBIN)
+$(B)/obj/plugins/cuda/fatbin_blob.o: plugins/cuda/fatbin.S $(CUDA_FATBIN)
 	@mkdir -p $(dir $@)
 	$(CC) -c $< -o $@
 

@@ -30,7 +30,7 @@ struct seq_info {
 };
 
 /* The sequence that token t belongs to. */
-__device__ int seq_of_token(const gk_attention_params &p, int64_t t) {
+__device__ int seq_of_token(const cuda_attention_params &p, int64_t t) {
   if (!p.paged) return (int)(t / p.q_len);
   const int32_t *starts = reinterpret_cast<const int32_t *>(p.q_starts);
   int lo = 0, hi = p.batch - 1; /* the last b with starts[b] <= t */
@@ -44,13 +44,13 @@ __device__ int seq_of_token(const gk_attention_params &p, int64_t t) {
 
 /* The keys of (unpaged) sequence `seq`: kv_lens[seq] clamped to [0, kv_len],
  * or kv_len without kv_lens. */
-__device__ __forceinline__ int kv_len_of(const gk_attention_params &p, int seq) {
+__device__ __forceinline__ int kv_len_of(const cuda_attention_params &p, int seq) {
   if (!p.kv_lens) return p.kv_len;
   const int32_t len = reinterpret_cast<const int32_t *>(p.kv_lens)[seq];
   return len < 0 ? 0 : (len > p.kv_len ? p.kv_len : len);
 }
 
-__device__ seq_info seq_info_of(const gk_attention_params &p, int seq) {
+__device__ seq_info seq_info_of(const cuda_attention_params &p, int seq) {
   seq_info s;
   if (!p.paged) {
     s.q_start = (int64_t)seq * p.q_len;
@@ -71,7 +71,7 @@ __device__ seq_info seq_info_of(const gk_attention_params &p, int seq) {
 }
 
 /* Keys [0, end) are visible to query i (0-based within its sequence). */
-__device__ __forceinline__ int visible_end(const gk_attention_params &p, const seq_info &s, int64_t i) {
+__device__ __forceinline__ int visible_end(const cuda_attention_params &p, const seq_info &s, int64_t i) {
   if (!p.causal) return s.len;
   const int64_t end = i + s.len - s.q_len + 1;
   return (int)(end < 0 ? 0 : (end > s.len ? s.len : end));
@@ -79,7 +79,7 @@ __device__ __forceinline__ int visible_end(const gk_attention_params &p, const s
 
 /* Where key j of sequence seq lives: its position j (contiguous) or its
  * cache slot (paged), or -1 if the block table points outside the cache. */
-__device__ __forceinline__ int64_t key_slot(const gk_attention_params &p, int seq, int j) {
+__device__ __forceinline__ int64_t key_slot(const cuda_attention_params &p, int seq, int j) {
   if (!p.paged) return j;
   const int32_t *table = reinterpret_cast<const int32_t *>(p.block_table) + (int64_t)seq * p.block_table_stride;
   const int32_t block = table[j / p.block_size];
@@ -89,20 +89,20 @@ __device__ __forceinline__ int64_t key_slot(const gk_attention_params &p, int se
 
 /* Element offsets of the rows of k and v for slot `slot` (from key_slot) of
  * sequence seq, kv head hk: each tensor with its own strides. */
-__device__ __forceinline__ int64_t k_row_at(const gk_attention_params &p, int seq, int64_t slot, int hk) {
+__device__ __forceinline__ int64_t k_row_at(const cuda_attention_params &p, int seq, int64_t slot, int hk) {
   return (p.paged ? 0 : (int64_t)seq * p.k_batch_stride) + slot * p.k_token_stride + (int64_t)hk * p.k_stride;
 }
-__device__ __forceinline__ int64_t v_row_at(const gk_attention_params &p, int seq, int64_t slot, int hk) {
+__device__ __forceinline__ int64_t v_row_at(const cuda_attention_params &p, int seq, int64_t slot, int hk) {
   return (p.paged ? 0 : (int64_t)seq * p.v_batch_stride) + slot * p.v_token_stride + (int64_t)hk * p.v_stride;
 }
 
 /* Element offsets of the rows of q and out for token t, query i of sequence
  * seq (i = t - the sequence's first token), head h. */
-__device__ __forceinline__ int64_t q_row_at(const gk_attention_params &p, int seq, int64_t t, int64_t i, int h) {
+__device__ __forceinline__ int64_t q_row_at(const cuda_attention_params &p, int seq, int64_t t, int64_t i, int h) {
   return (p.paged ? t * p.q_token_stride : (int64_t)seq * p.q_batch_stride + i * p.q_token_stride) +
          (int64_t)h * p.q_stride;
 }
-__device__ __forceinline__ int64_t out_row_at(const gk_attention_params &p, int seq, int64_t t, int64_t i, int h) {
+__device__ __forceinline__ int64_t out_row_at(const cuda_attention_params &p, int seq, int64_t t, int64_t i, int h) {
   return (p.paged ? t * p.out_token_stride : (int64_t)seq * p.out_batch_stride + i * p.out_token_stride) +
          (int64_t)h * p.out_stride;
 }
@@ -114,7 +114,7 @@ __device__ __forceinline__ int64_t out_row_at(const gk_attention_params &p, int 
  * a key, so each looks up its cache row once. */
 static_assert(GK_ATTENTION_WARPS * 32 == 4 * GK_ATTENTION_KEYS, "four threads per key");
 template <class T>
-__device__ void load_kv_tile(const gk_attention_params &p, T *k_dst, T *v_dst, int pitch, int seq, int hk,
+__device__ void load_kv_tile(const cuda_attention_params &p, T *k_dst, T *v_dst, int pitch, int seq, int hk,
                              int j0, int end) {
   const T *k = reinterpret_cast<const T *>(p.k), *v = reinterpret_cast<const T *>(p.v);
   const int d = p.head_dim, r = threadIdx.x >> 2, part = threadIdx.x & 3, j = j0 + r;
@@ -206,7 +206,7 @@ __device__ __forceinline__ void attend_tile(warp_row &w, const float *q, float *
 /* Writes a finished row: the normalised output and log-sum-exp, to out (and
  * lse) or, when the keys are split, to the partial buffers. */
 template <class T>
-__device__ void finish_row(const gk_attention_params &p, const warp_row &w, int64_t t, int h, int seq, int64_t i) {
+__device__ void finish_row(const cuda_attention_params &p, const warp_row &w, int64_t t, int h, int seq, int64_t i) {
   const int lane = threadIdx.x & 31, d = p.head_dim;
   const float inv = w.l > 0.0f ? 1.0f / w.l : 0.0f;
   const float lse = w.l > 0.0f ? w.m + logf(w.l) : -INFINITY;
@@ -236,7 +236,7 @@ __device__ void finish_row(const gk_attention_params &p, const warp_row &w, int6
 /* Block: tokens [x * tokens_per_block, ...) x heads_per_block heads of kv
  * head hk (blockIdx.y / chunks), keys of split blockIdx.z. The tokens of a
  * block may span sequences; each sequence present is one pass over its keys. */
-template <class T> __device__ void attention_simt_impl(const gk_attention_params &p) {
+template <class T> __device__ void attention_simt_impl(const cuda_attention_params &p) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int d = p.head_dim, warp = threadIdx.x >> 5;
   const int pitch = GK_ATTENTION_PITCH(d, (int)sizeof(T)) / (int)sizeof(T);
@@ -310,11 +310,11 @@ template <class T> __device__ void attention_simt_impl(const gk_attention_params
   }
 }
 
-GK_FLOAT_KERNELS(attention_simt, attention_simt_impl, gk_attention_params,
+GK_FLOAT_KERNELS(attention_simt, attention_simt_impl, cuda_attention_params,
                  __launch_bounds__(GK_ATTENTION_WARPS * 32))
 
 /* Merges the splits of every row (token, head): one warp per row. */
-template <class T> __device__ void attention_combine_impl(const gk_attention_params &p) {
+template <class T> __device__ void attention_combine_impl(const cuda_attention_params &p) {
   const int lane = threadIdx.x & 31, d = p.head_dim;
   const int64_t rows = (int64_t)p.tokens * p.q_heads;
   const int64_t row = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -349,7 +349,7 @@ template <class T> __device__ void attention_combine_impl(const gk_attention_par
   }
 }
 
-GK_FLOAT_KERNELS(attention_combine, attention_combine_impl, gk_attention_params, __launch_bounds__(128))
+GK_FLOAT_KERNELS(attention_combine, attention_combine_impl, cuda_attention_params, __launch_bounds__(128))
 
 /* P V on tensor cores takes P in T. For f16 (tolerance 1e-3) one f16 has
  * too few bits, so P is split into hi + lo halves, two MMAs (P exact to
@@ -450,7 +450,7 @@ __device__ __forceinline__ void accumulate_pv(const float (&s)[KEYS / 8][4], flo
  * m16n8k16 MMAs, P stays in registers. Padding rows cost tensor-core time
  * only, so decode (1 token x the heads of a group) is bound by reading the
  * cache. Shared memory rows are DP elements, swizzled in 16-byte chunks. */
-template <class T, int DP> __device__ void attention_rows_mma_impl(const gk_attention_params &p) {
+template <class T, int DP> __device__ void attention_rows_mma_impl(const cuda_attention_params &p) {
 #if __CUDA_ARCH__ >= 800
   constexpr int ROWS = 16, KEYS = 32, CH = DP / 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -613,9 +613,9 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const gk_atte
 #endif
 }
 
-#define GK_ATTENTION_ROWS_KERNEL(dname, T, DP)                                                 \
-  GK_KERNEL __launch_bounds__(32) gk_attention_rows_##dname##_d##DP(const gk_attention_params p) { \
-    attention_rows_mma_impl<T, DP>(p);                                                       \
+#define GK_ATTENTION_ROWS_KERNEL(dname, T, DP)                                                       \
+  GK_KERNEL __launch_bounds__(32) gk_attention_rows_##dname##_d##DP(const cuda_attention_params p) { \
+    attention_rows_mma_impl<T, DP>(p);                                                               \
   }
 GK_ATTENTION_ROWS_KERNEL(f16, f16, 64)
 GK_ATTENTION_ROWS_KERNEL(bf16, bf16, 64)
@@ -632,7 +632,7 @@ GK_ATTENTION_ROWS_KERNEL(bf16, bf16, 256)
  * element e of its n8 chunk i of the output, e = 2 hr + {0, 1} for row hr.
  * Writes out = acc / sum and, if asked, the row's natural log-sum-exp. */
 template <class T, int DP, class Acc>
-__device__ __forceinline__ void write_attention_rows(const gk_attention_params &p, int b, int h, int sq, int d,
+__device__ __forceinline__ void write_attention_rows(const cuda_attention_params &p, int b, int h, int sq, int d,
                                                      int row0, int lane, const float (&m)[2], const float (&l)[2],
                                                      Acc acc) {
 #pragma unroll
@@ -657,7 +657,7 @@ __device__ __forceinline__ void write_attention_rows(const gk_attention_params &
 }
 
 template <class T, int DP>
-__device__ void attention_mma_impl(const gk_attention_params &p) {
+__device__ void attention_mma_impl(const cuda_attention_params &p) {
 #if __CUDA_ARCH__ >= 800
   constexpr int BQ = GK_ATTENTION_MMA_ROWS, BKV = GK_ATTENTION_MMA_KEYS(DP), CH = DP / 8;
   constexpr bool Q_IN_REGISTERS = DP <= 128;
@@ -768,9 +768,9 @@ __device__ void attention_mma_impl(const gk_attention_params &p) {
 #endif
 }
 
-#define GK_ATTENTION_MMA_KERNEL(dname, T, DP)                                             \
-  GK_KERNEL __launch_bounds__(128) gk_attention_mma_##dname##_d##DP(const gk_attention_params p) { \
-    attention_mma_impl<T, DP>(p);                                                       \
+#define GK_ATTENTION_MMA_KERNEL(dname, T, DP)                                                        \
+  GK_KERNEL __launch_bounds__(128) gk_attention_mma_##dname##_d##DP(const cuda_attention_params p) { \
+    attention_mma_impl<T, DP>(p);                                                                    \
   }
 GK_ATTENTION_MMA_KERNEL(f16, f16, 64)
 GK_ATTENTION_MMA_KERNEL(f16, f16, 128)
@@ -803,7 +803,7 @@ __device__ __forceinline__ void wgmma_rs(float *d, const uint32_t a[4], uint64_t
  * ldmatrix); each K or V tile as DP / 64 slices [BKV keys][64], 128-byte
  * rows with 16-byte chunk c of row r at c ^ (r % 8), the layout wgmma's
  * 128-byte swizzle expects. */
-template <class T, int DP> __device__ void attention_wgmma_impl(const gk_attention_params &p) {
+template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_attention_params &p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool SPLIT = p_split<T>::value;
   constexpr int BQ = GK_ATTENTION_WGMMA_ROWS, BKV = GK_ATTENTION_WGMMA_KEYS(!SPLIT), CH = DP / 8;
@@ -1009,10 +1009,10 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const gk_attenti
 #endif
 }
 
-#define GK_ATTENTION_WGMMA_KERNEL(dname, T, DP)                                                                  \
-  GK_KERNEL __launch_bounds__(GK_ATTENTION_WGMMA_THREADS, 1) gk_attention_wgmma_##dname##_d##DP(                 \
-      const gk_attention_params p) {                                                                              \
-    attention_wgmma_impl<T, DP>(p);                                                                               \
+#define GK_ATTENTION_WGMMA_KERNEL(dname, T, DP)                                                  \
+  GK_KERNEL __launch_bounds__(GK_ATTENTION_WGMMA_THREADS, 1) gk_attention_wgmma_##dname##_d##DP( \
+      const cuda_attention_params p) {                                                           \
+    attention_wgmma_impl<T, DP>(p);                                                              \
   }
 GK_ATTENTION_WGMMA_KERNEL(f16, f16, 64)
 GK_ATTENTION_WGMMA_KERNEL(bf16, bf16, 64)

@@ -4,7 +4,7 @@
  *
  * Kernels are exported with C names gk_<op>_<dtype> through GK_KERNEL so the
  * host finds them with cuModuleGetFunction; every kernel takes one parameter
- * block from gk_params.h by value.
+ * block from cuda_params.h by value.
  */
 #ifndef GLLMK_CUDA_COMMON_CUH_
 #define GLLMK_CUDA_COMMON_CUH_
@@ -13,7 +13,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "gk_params.h"
+#include "cuda_params.h"
 
 typedef __half f16;
 typedef __nv_bfloat16 bf16;
@@ -133,7 +133,7 @@ template <class T> __device__ __forceinline__ T *ptr_at(uint64_t base, int64_t o
   return reinterpret_cast<T *>(base) + offset;
 }
 
-__device__ __forceinline__ int32_t index_at(const gk_index_view &v, int64_t i) {
+__device__ __forceinline__ int32_t index_at(const cuda_index_view &v, int64_t i) {
   return reinterpret_cast<const int32_t *>(v.data)[(i / v.cols) * v.stride + i % v.cols];
 }
 

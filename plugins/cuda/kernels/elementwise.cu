@@ -51,42 +51,42 @@ __device__ __forceinline__ float gelu(float x, int kind) {
 
 struct op_fill {
   static constexpr int inputs = 0;
-  static __device__ float f(float, float, float, const gk_ew_params &p) { return p.value; }
+  static __device__ float f(float, float, float, const cuda_ew_params &p) { return p.value; }
 };
 struct op_add {
   static constexpr int inputs = 2;
-  static __device__ float f(float a, float b, float, const gk_ew_params &) { return a + b; }
+  static __device__ float f(float a, float b, float, const cuda_ew_params &) { return a + b; }
 };
 struct op_mul {
   static constexpr int inputs = 2;
-  static __device__ float f(float a, float b, float, const gk_ew_params &) { return a * b; }
+  static __device__ float f(float a, float b, float, const cuda_ew_params &) { return a * b; }
 };
 struct op_mul_add {
   static constexpr int inputs = 3;
-  static __device__ float f(float a, float b, float c, const gk_ew_params &) { return fmaf(a, b, c); }
+  static __device__ float f(float a, float b, float c, const cuda_ew_params &) { return fmaf(a, b, c); }
 };
 struct op_silu {
   static constexpr int inputs = 1;
-  static __device__ float f(float a, float, float, const gk_ew_params &) { return silu(a); }
+  static __device__ float f(float a, float, float, const cuda_ew_params &) { return silu(a); }
 };
 struct op_gelu {
   static constexpr int inputs = 1;
-  static __device__ float f(float a, float, float, const gk_ew_params &p) { return gelu(a, p.gelu_kind); }
+  static __device__ float f(float a, float, float, const cuda_ew_params &p) { return gelu(a, p.gelu_kind); }
 };
 struct op_add_gelu {
   static constexpr int inputs = 2;
-  static __device__ float f(float a, float b, float, const gk_ew_params &p) {
+  static __device__ float f(float a, float b, float, const cuda_ew_params &p) {
     return gelu(a + b, p.gelu_kind);
   }
 };
 struct op_swiglu {
   static constexpr int inputs = 2;
-  static __device__ float f(float a, float b, float, const gk_ew_params &) { return silu(a) * b; }
+  static __device__ float f(float a, float b, float, const cuda_ew_params &) { return silu(a) * b; }
 };
 
 /* ------------------------------------------------------------ element-wise */
 
-template <class T, class Op> __device__ void ew_rows(const gk_ew_params &p) {
+template <class T, class Op> __device__ void ew_rows(const cuda_ew_params &p) {
   const int64_t units = p.vec ? p.cols / 8 : p.cols;
   const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const int64_t step = (int64_t)gridDim.x * blockDim.x;
@@ -114,30 +114,30 @@ template <class T, class Op> __device__ void ew_rows(const gk_ew_params &p) {
   }
 }
 
-template <class T> __device__ void fill_impl(const gk_ew_params &p) { ew_rows<T, op_fill>(p); }
-template <class T> __device__ void add_impl(const gk_ew_params &p) { ew_rows<T, op_add>(p); }
-template <class T> __device__ void mul_impl(const gk_ew_params &p) { ew_rows<T, op_mul>(p); }
-template <class T> __device__ void mul_add_impl(const gk_ew_params &p) { ew_rows<T, op_mul_add>(p); }
-template <class T> __device__ void silu_impl(const gk_ew_params &p) { ew_rows<T, op_silu>(p); }
-template <class T> __device__ void gelu_impl(const gk_ew_params &p) { ew_rows<T, op_gelu>(p); }
-template <class T> __device__ void add_gelu_impl(const gk_ew_params &p) { ew_rows<T, op_add_gelu>(p); }
-template <class T> __device__ void swiglu_impl(const gk_ew_params &p) { ew_rows<T, op_swiglu>(p); }
+template <class T> __device__ void fill_impl(const cuda_ew_params &p) { ew_rows<T, op_fill>(p); }
+template <class T> __device__ void add_impl(const cuda_ew_params &p) { ew_rows<T, op_add>(p); }
+template <class T> __device__ void mul_impl(const cuda_ew_params &p) { ew_rows<T, op_mul>(p); }
+template <class T> __device__ void mul_add_impl(const cuda_ew_params &p) { ew_rows<T, op_mul_add>(p); }
+template <class T> __device__ void silu_impl(const cuda_ew_params &p) { ew_rows<T, op_silu>(p); }
+template <class T> __device__ void gelu_impl(const cuda_ew_params &p) { ew_rows<T, op_gelu>(p); }
+template <class T> __device__ void add_gelu_impl(const cuda_ew_params &p) { ew_rows<T, op_add_gelu>(p); }
+template <class T> __device__ void swiglu_impl(const cuda_ew_params &p) { ew_rows<T, op_swiglu>(p); }
 
 /* fill_f32 also fills I32 tensors: the host passes the integer's bits as
  * `value`, and a float store moves bits unchanged. */
-GK_FLOAT_KERNELS(fill, fill_impl, gk_ew_params, )
-GK_FLOAT_KERNELS(add, add_impl, gk_ew_params, )
-GK_FLOAT_KERNELS(mul, mul_impl, gk_ew_params, )
-GK_FLOAT_KERNELS(mul_add, mul_add_impl, gk_ew_params, )
-GK_FLOAT_KERNELS(silu, silu_impl, gk_ew_params, )
-GK_FLOAT_KERNELS(gelu, gelu_impl, gk_ew_params, )
-GK_FLOAT_KERNELS(add_gelu, add_gelu_impl, gk_ew_params, )
-GK_FLOAT_KERNELS(swiglu, swiglu_impl, gk_ew_params, )
+GK_FLOAT_KERNELS(fill, fill_impl, cuda_ew_params, )
+GK_FLOAT_KERNELS(add, add_impl, cuda_ew_params, )
+GK_FLOAT_KERNELS(mul, mul_impl, cuda_ew_params, )
+GK_FLOAT_KERNELS(mul_add, mul_add_impl, cuda_ew_params, )
+GK_FLOAT_KERNELS(silu, silu_impl, cuda_ew_params, )
+GK_FLOAT_KERNELS(gelu, gelu_impl, cuda_ew_params, )
+GK_FLOAT_KERNELS(add_gelu, add_gelu_impl, cuda_ew_params, )
+GK_FLOAT_KERNELS(swiglu, swiglu_impl, cuda_ew_params, )
 
 /* ------------------------------------------------------------- copy / cast */
 
 /* Offset of flat element e of a tensor with the given shape and strides. */
-__device__ __forceinline__ int64_t nd_offset(int64_t e, const gk_copy_params &p) {
+__device__ __forceinline__ int64_t nd_offset(int64_t e, const cuda_copy_params &p) {
   int64_t offset = 0;
   for (int d = p.ndim - 1; d >= 0; d--) {
     const int64_t extent = p.shape[d];
@@ -147,7 +147,7 @@ __device__ __forceinline__ int64_t nd_offset(int64_t e, const gk_copy_params &p)
   return offset;
 }
 
-template <class S, class D> __device__ void copy_impl(const gk_copy_params &p) {
+template <class S, class D> __device__ void copy_impl(const cuda_copy_params &p) {
   const S *src = reinterpret_cast<const S *>(p.src);
   D *out = reinterpret_cast<D *>(p.out);
   if (p.ndim > 0) {
@@ -177,7 +177,7 @@ template <class S, class D> __device__ void copy_impl(const gk_copy_params &p) {
 }
 
 #define GK_COPY_KERNEL(sname, S, dname, D) \
-  GK_KERNEL gk_copy_##sname##_##dname(const gk_copy_params p) { copy_impl<S, D>(p); }
+  GK_KERNEL gk_copy_##sname##_##dname(const cuda_copy_params p) { copy_impl<S, D>(p); }
 GK_COPY_KERNEL(f32, float, f32, float)
 GK_COPY_KERNEL(f32, float, f16, f16)
 GK_COPY_KERNEL(f32, float, bf16, bf16)

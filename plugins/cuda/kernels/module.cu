@@ -1,11 +1,13 @@
 /*
  * module.cu - the one translation unit that `make blobs` compiles into
  * blobs/cuda/gllmk-kernels.fatbin (a fatbin holds one module per
- * architecture, so every kernel file is part of this unit).
+ * architecture, so every kernel file is part of this unit). One kernel file
+ * per op family, named as its host launcher plugins/cuda/<family>.c.
  */
 #include "elementwise.cu"
-#include "norms.cu"
-#include "rows.cu"
-#include "gemm.cu"
+#include "norm.cu"
+#include "rope.cu"
+#include "gather.cu"
+#include "matmul.cu"
 #include "attention.cu"
-#include "sampling.cu"
+#include "sample.cu"

@@ -79,7 +79,7 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t *bar, uint32_
 }
 /* TMA: copies the box at coordinates (x, y, z) of a 3-D tensor map into
  * shared memory; the bytes count toward `bar`'s transaction. */
-__device__ __forceinline__ void tma_load_3d(void *dst, const gk_tensor_map *map, int x, int y, int z, uint64_t *bar) {
+__device__ __forceinline__ void tma_load_3d(void *dst, const cuda_tensor_map *map, int x, int y, int z, uint64_t *bar) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::

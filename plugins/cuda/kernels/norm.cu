@@ -1,5 +1,5 @@
 /*
- * norms.cu - rmsnorm, add_rmsnorm, layernorm and softmax: one block per row
+ * norm.cu - rmsnorm, add_rmsnorm, layernorm and softmax: one block per row
  * (softmax of rows longer than that: one block per multiprocessor, below).
  *
  * When the row fits (at most CACHED_UNITS 8-element units per thread, 16-byte
@@ -14,7 +14,7 @@
 #define CACHED_UNITS 2
 
 /* Whether this block's row fits in registers (uniform across the block). */
-__device__ __forceinline__ bool row_cached(const gk_norm_params &p) {
+__device__ __forceinline__ bool row_cached(const cuda_norm_params &p) {
   return p.vec && p.cols / 8 <= (int64_t)CACHED_UNITS * blockDim.x;
 }
 
@@ -84,7 +84,7 @@ __device__ __forceinline__ void map_row(T *out, const T *row, int64_t cols, int 
   }
 }
 
-template <class T> __device__ void rmsnorm_impl(const gk_norm_params &p) {
+template <class T> __device__ void rmsnorm_impl(const cuda_norm_params &p) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const T *x = ptr_at<const T>(p.x, r * p.x_stride);
@@ -105,7 +105,7 @@ template <class T> __device__ void rmsnorm_impl(const gk_norm_params &p) {
 }
 
 /* residual += x (rounded to T); out = rmsnorm(residual). */
-template <class T> __device__ void add_rmsnorm_impl(const gk_norm_params &p) {
+template <class T> __device__ void add_rmsnorm_impl(const cuda_norm_params &p) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const T *x = ptr_at<const T>(p.x, r * p.x_stride);
@@ -156,7 +156,7 @@ template <class T> __device__ void add_rmsnorm_impl(const gk_norm_params &p) {
   map_row(out, res, p.cols, p.vec, [&](int64_t c, float v) { return v * inv * to_f32(w[c]); });
 }
 
-template <class T> __device__ void layernorm_impl(const gk_norm_params &p) {
+template <class T> __device__ void layernorm_impl(const cuda_norm_params &p) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const T *x = ptr_at<const T>(p.x, r * p.x_stride);
@@ -205,7 +205,7 @@ struct softmax_log2_state {
 
 /* softmax(scale * x): one pass for the running max and sum, one to write;
  * exponentials in log2 units as in softmax_stash_impl. */
-template <class T> __device__ void softmax_impl(const gk_norm_params &p) {
+template <class T> __device__ void softmax_impl(const cuda_norm_params &p) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const T *x = ptr_at<const T>(p.x, r * p.x_stride);
@@ -248,7 +248,7 @@ template <class T> __device__ void softmax_impl(const gk_norm_params &p) {
  * ex2.approx of values scaled to log2 units by one multiply (two MUFU
  * operations per element in all): with expf the arithmetic, not memory, was
  * the limit. */
-template <class T> __device__ void softmax_stash_impl(const gk_norm_params &p) {
+template <class T> __device__ void softmax_stash_impl(const cuda_norm_params &p) {
   constexpr int per_vec = vec16<T>::elems, regs = GK_SOFTMAX_STASH_REGS, batch = 2;
   extern __shared__ uint4 stash[];
   __shared__ float scratch[32];
@@ -326,8 +326,8 @@ template <class T> __device__ void softmax_stash_impl(const gk_norm_params &p) {
   }
 }
 
-GK_FLOAT_KERNELS(rmsnorm, rmsnorm_impl, gk_norm_params, __launch_bounds__(512))
-GK_FLOAT_KERNELS(add_rmsnorm, add_rmsnorm_impl, gk_norm_params, __launch_bounds__(512))
-GK_FLOAT_KERNELS(layernorm, layernorm_impl, gk_norm_params, __launch_bounds__(512))
-GK_FLOAT_KERNELS(softmax, softmax_impl, gk_norm_params, __launch_bounds__(1024))
-GK_FLOAT_KERNELS(softmax_stash, softmax_stash_impl, gk_norm_params, __launch_bounds__(GK_SOFTMAX_STASH_THREADS, 1))
+GK_FLOAT_KERNELS(rmsnorm, rmsnorm_impl, cuda_norm_params, __launch_bounds__(512))
+GK_FLOAT_KERNELS(add_rmsnorm, add_rmsnorm_impl, cuda_norm_params, __launch_bounds__(512))
+GK_FLOAT_KERNELS(layernorm, layernorm_impl, cuda_norm_params, __launch_bounds__(512))
+GK_FLOAT_KERNELS(softmax, softmax_impl, cuda_norm_params, __launch_bounds__(1024))
+GK_FLOAT_KERNELS(softmax_stash, softmax_stash_impl, cuda_norm_params, __launch_bounds__(GK_SOFTMAX_STASH_THREADS, 1))

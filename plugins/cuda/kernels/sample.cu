@@ -1,5 +1,5 @@
 /*
- * sampling.cu - argmax and sample: one block per row (GK_SAMPLE_THREADS
+ * sample.cu - argmax and sample: one block per row (GK_SAMPLE_THREADS
  * threads for sample).
  *
  * sample keeps the tokens that survive top_k, then top_p (over what top_k
@@ -87,14 +87,14 @@ __device__ __forceinline__ int32_t *out_at(uint64_t out, int64_t cols, int64_t s
   return reinterpret_cast<int32_t *>(out) + (r / cols) * stride + r % cols;
 }
 
-template <class T> __device__ void argmax_impl(const gk_argmax_params &p) {
+template <class T> __device__ void argmax_impl(const cuda_argmax_params &p) {
   for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
     const int64_t best = row_argmax(ptr_at<const T>(p.logits, r * p.stride), p.cols, p.vec);
     if (threadIdx.x == 0) *out_at(p.out, p.out_cols, p.out_stride, r) = (int32_t)best;
   }
 }
 
-GK_FLOAT_KERNELS(argmax, argmax_impl, gk_argmax_params, __launch_bounds__(1024))
+GK_FLOAT_KERNELS(argmax, argmax_impl, cuda_argmax_params, __launch_bounds__(1024))
 
 /* ----------------------------------------------------------------- sample */
 
@@ -213,7 +213,7 @@ __device__ uint64_t block_exclusive_scan_u64(uint64_t v) {
   return before + inclusive - v;
 }
 
-template <class T> __device__ void sample_impl(const gk_sample_params &p) {
+template <class T> __device__ void sample_impl(const cuda_sample_params &p) {
   __shared__ int64_t drawn;
   for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
     const T *logits = ptr_at<const T>(p.logits, r * p.stride);
@@ -267,4 +267,4 @@ template <class T> __device__ void sample_impl(const gk_sample_params &p) {
   }
 }
 
-GK_FLOAT_KERNELS(sample, sample_impl, gk_sample_params, __launch_bounds__(GK_SAMPLE_THREADS))
+GK_FLOAT_KERNELS(sample, sample_impl, cuda_sample_params, __launch_bounds__(GK_SAMPLE_THREADS))

@@ -1,6 +1,6 @@
 /*
- * cuda_fatbin.h - the embedded kernel fatbin (blobs/cuda/gllmk-kernels.fatbin,
- * placed in the plugin by cuda_fatbin.S) and what it holds.
+ * fatbin.h - the embedded kernel fatbin (blobs/cuda/gllmk-kernels.fatbin,
+ * placed in the plugin by fatbin.S) and what it holds.
  */
 #ifndef GLLMK_CUDA_FATBIN_H_
 #define GLLMK_CUDA_FATBIN_H_

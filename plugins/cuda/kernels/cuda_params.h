@@ -1,11 +1,13 @@
 /*
- * gk_params.h - kernel parameter blocks, shared by the host code (C11) and
+ * cuda_params.h - kernel parameter blocks, shared by the host code (C11) and
  * the kernels (CUDA C++). Every kernel takes exactly one of these structs by
  * value, so the two sides agree on the layout by construction. Device
- * addresses are uint64_t; strides and sizes are in elements.
+ * addresses are uint64_t; strides and sizes are in elements. The structs are
+ * named cuda_*: other backends have params structs of the same roles and
+ * other layouts.
  */
-#ifndef GLLMK_CUDA_GK_PARAMS_H_
-#define GLLMK_CUDA_GK_PARAMS_H_
+#ifndef GLLMK_CUDA_PARAMS_H_
+#define GLLMK_CUDA_PARAMS_H_
 
 #include <stdint.h>
 
@@ -17,7 +19,7 @@
 /* Element-wise ops over rows: out = f(a, b, c). A stride of 0 broadcasts a
  * row. `vec` = 1 when cols % 8 == 0 and every row of every tensor starts on a
  * 16-byte boundary, so eight elements move as one 16-byte (or two) access. */
-typedef struct gk_ew_params {
+typedef struct cuda_ew_params {
   uint64_t out, a, b, c;
   int64_t rows, cols;
   int64_t out_stride, a_stride, b_stride, c_stride;
@@ -25,33 +27,33 @@ typedef struct gk_ew_params {
   int32_t gelu_kind; /* gelu, add_gelu */
   int32_t vec;
   int32_t pad_;
-} gk_ew_params;
+} cuda_ew_params;
 
 /* copy/cast: out is row-strided; src either row-strided (ndim = 0, src_stride)
  * or described by up to 8 dims of any strides (ndim > 0). */
-typedef struct gk_copy_params {
+typedef struct cuda_copy_params {
   uint64_t out, src;
   int64_t rows, cols, out_stride, src_stride;
   int64_t shape[8], strides[8];
   int32_t ndim;
   int32_t vec;
-} gk_copy_params;
+} cuda_copy_params;
 
 /* rmsnorm, add_rmsnorm, layernorm, softmax: one row per block. */
-typedef struct gk_norm_params {
+typedef struct cuda_norm_params {
   uint64_t out, x, residual, weight, bias;
   int64_t rows, cols;
   int64_t out_stride, x_stride, residual_stride;
   float eps, scale;
   int32_t vec;
   int32_t stash_vecs; /* softmax_stash: 16-byte vectors per thread in shared memory */
-} gk_norm_params;
+} cuda_norm_params;
 
 /* rope on rows (token, head) of head_dim elements: row (t, h) of x starts
  * at t * x_token_stride + h * x_stride (any strides: x and out may be head
  * slices of a fused q/k/v tensor, or have their leading dims permuted).
  * inv_freq: the caller's F32 frequencies [rotary_dim / 2], or 0 (theta's). */
-typedef struct gk_rope_params {
+typedef struct cuda_rope_params {
   uint64_t out, x, positions, inv_freq;
   int64_t tokens, heads, head_dim;
   int64_t out_stride, x_stride;             /* between the heads of a token */
@@ -61,40 +63,40 @@ typedef struct gk_rope_params {
   int32_t rotary_dim;
   int32_t style;
   int32_t vec; /* head_dim % 8 == 0, rotary_dim % 16 == 0, rows 16-byte aligned */
-} gk_rope_params;
+} cuda_rope_params;
 
 /* An I32 index tensor read as a flat list: element i sits at
  * (i / cols) * stride + i % cols. */
-typedef struct gk_index_view {
+typedef struct cuda_index_view {
   uint64_t data;
   int64_t cols, stride;
-} gk_index_view;
+} cuda_index_view;
 
-typedef struct gk_embedding_params {
+typedef struct cuda_embedding_params {
   uint64_t out, table, error_flag;
-  gk_index_view ids;
+  cuda_index_view ids;
   int64_t count, dim, vocab;
   int64_t out_stride, table_stride;
   int32_t vec;
   int32_t pad_;
-} gk_embedding_params;
+} cuda_embedding_params;
 
 /* kv_append: rows (token, head) of head_dim elements; row (t, h) of k
  * starts at t * k_token_stride + h * k_stride (any strides), the caches are
  * contiguous. */
-typedef struct gk_kv_append_params {
+typedef struct cuda_kv_append_params {
   uint64_t k_cache, v_cache, k, v, error_flag;
-  gk_index_view slots;
+  cuda_index_view slots;
   int64_t tokens, heads, head_dim;
   int64_t k_stride, v_stride, k_cache_stride, v_cache_stride; /* between heads */
   int64_t k_token_stride, v_token_stride;                     /* between tokens */
   int64_t slot_count;
   int32_t vec;
   int32_t pad_;
-} gk_kv_append_params;
+} cuda_kv_append_params;
 
 /* out[z] = alpha * a[z] op(b[z]) + beta * out[z] (+ bias), z < batch. */
-typedef struct gk_matmul_params {
+typedef struct cuda_matmul_params {
   uint64_t out, a, b, bias;
   int64_t m, n, k, batch;
   int64_t lda, ldb, ldo;
@@ -104,7 +106,7 @@ typedef struct gk_matmul_params {
   int32_t has_bias;
   int32_t vec; /* K (NK) or N (KN) % 8 == 0 and rows 16-byte aligned */
   int32_t pad_;
-} gk_matmul_params;
+} cuda_matmul_params;
 
 /* A CUtensorMap (the Hopper tensor memory accelerator's descriptor of a
  * global tensor), opaque, 64-byte aligned. */
@@ -113,16 +115,16 @@ typedef struct gk_matmul_params {
 #else
 #define GK_ALIGN64 _Alignas(64)
 #endif
-typedef struct gk_tensor_map {
+typedef struct cuda_tensor_map {
   GK_ALIGN64 uint64_t opaque[16];
-} gk_tensor_map;
+} cuda_tensor_map;
 
 /* matmul_wgmma: a and b described as 3-D tensors (K, rows, batch) of
  * 128 x 64 and 256 x 64 boxes with the 128-byte swizzle. */
-typedef struct gk_matmul_tma_params {
-  gk_tensor_map a_map, b_map;
-  gk_matmul_params p;
-} gk_matmul_tma_params;
+typedef struct cuda_matmul_tma_params {
+  cuda_tensor_map a_map, b_map;
+  cuda_matmul_params p;
+} cuda_matmul_tma_params;
 
 /* attention and paged_attention. Rows of D elements: q and out rows are
  * (token, q head); k and v rows are (sequence position, kv head) for
@@ -133,7 +135,7 @@ typedef struct gk_matmul_tma_params {
  * query i of sequence b, starts at b * q_batch_stride + i * q_token_stride
  * + h * q_stride; paged, token t's row at t * q_token_stride + h * q_stride
  * and cache slot s's at s * k_token_stride + h * k_stride. */
-typedef struct gk_attention_params {
+typedef struct cuda_attention_params {
   uint64_t out, q, k, v, lse, kv_lens;
   uint64_t block_table, q_starts, seq_lens, error_flag;
   uint64_t partial_out, partial_lse; /* split-K scratch (splits > 1) */
@@ -151,20 +153,20 @@ typedef struct gk_attention_params {
   int32_t vec;    /* q, k, v rows 16-byte aligned */
   float scale;
   int32_t pad_;
-} gk_attention_params;
+} cuda_attention_params;
 
 /* Combines split-K partial results of attention into out (and lse). */
-typedef gk_attention_params gk_attention_combine_params;
+typedef cuda_attention_params cuda_attention_combine_params;
 
-typedef struct gk_argmax_params {
+typedef struct cuda_argmax_params {
   uint64_t logits, out;
   int64_t rows, cols, stride;
   int64_t out_cols, out_stride;
   int32_t vec; /* cols % 8 == 0 and rows 16-byte aligned */
   int32_t pad_;
-} gk_argmax_params;
+} cuda_argmax_params;
 
-typedef struct gk_sample_params {
+typedef struct cuda_sample_params {
   uint64_t logits, out;
   int64_t rows, cols, stride;
   int64_t out_cols, out_stride;
@@ -173,7 +175,7 @@ typedef struct gk_sample_params {
   int32_t top_k;
   int32_t vec; /* cols % 8 == 0 and rows 16-byte aligned */
   int32_t pad_;
-} gk_sample_params;
+} cuda_sample_params;
 
 /* Launch shapes the host and the kernels agree on. */
 #define GK_MATMUL_MMA_BM 128
@@ -219,4 +221,4 @@ typedef struct gk_sample_params {
 #define GK_ATTENTION_WGMMA_SMEM(dp, is_bf16) \
   ((GK_ATTENTION_WGMMA_ROWS * (dp) + 4 * GK_ATTENTION_WGMMA_KEYS(is_bf16) * (dp)) * 2 + 1024)
 
-#endif /* GLLMK_CUDA_GK_PARAMS_H_ */
+#endif /* GLLMK_CUDA_PARAMS_H_ */

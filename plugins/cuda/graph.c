@@ -1,5 +1,5 @@
 /*
- * cuda_graph.c - the cuda backend's ABI v2 extras: recordings compiled into
+ * graph.c - the cuda backend's ABI v2 extras: recordings compiled into
  * CUDA graphs (stream capture), timestamps from CUDA events, and device
  * memory the caller owns.
  *
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cuda_internal.h"
+#include "internal.h"
 
 struct gllmk_plugin_recording {
   CUgraph graph;

@@ -1,5 +1,5 @@
 /*
- * gemm.cu - matmul: out = alpha * a op(b) + beta * out (+ bias).
+ * matmul.cu - matmul: out = alpha * a op(b) + beta * out (+ bias).
  *
  *  - gemv_nk / gemv_kn: M = 1 (decode), bound by reading b once.
  *  - matmul_wgmma: f16/bf16 with b as [N, K] on Hopper (sm_90a): warpgroup
@@ -14,7 +14,7 @@
 #include "wgmma.cuh"
 
 template <class T>
-__device__ __forceinline__ float epilogue(const gk_matmul_params &p, const T *old, const T *bias, int64_t col,
+__device__ __forceinline__ float epilogue(const cuda_matmul_params &p, const T *old, const T *bias, int64_t col,
                                           float acc) {
   float v = p.alpha * acc;
   if (p.beta != 0.0f) v = fmaf(p.beta, to_f32(*old), v);
@@ -22,7 +22,7 @@ __device__ __forceinline__ float epilogue(const gk_matmul_params &p, const T *ol
   return v;
 }
 
-template <class T> __device__ __forceinline__ const T *bias_of(const gk_matmul_params &p) {
+template <class T> __device__ __forceinline__ const T *bias_of(const cuda_matmul_params &p) {
   return p.has_bias ? ptr_at<const T>(p.bias, 0) : nullptr;
 }
 
@@ -32,7 +32,7 @@ template <class T> __device__ __forceinline__ const T *bias_of(const gk_matmul_p
 
 /* b is [N, K]: one warp per output, lanes stride over K in 16-byte chunks
  * with four chunks in flight each. */
-template <class T> __device__ void gemv_nk_impl(const gk_matmul_params &p) {
+template <class T> __device__ void gemv_nk_impl(const cuda_matmul_params &p) {
   const int lane = threadIdx.x & 31;
   const int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
   const int64_t z = blockIdx.y;
@@ -73,7 +73,7 @@ template <class T> __device__ void gemv_nk_impl(const gk_matmul_params &p) {
 
 /* b is [K, N]: a block covers 64 outputs; 8 threads x 8 columns each walk
  * 32 interleaved K groups, then the groups are summed in shared memory. */
-template <class T> __device__ void gemv_kn_impl(const gk_matmul_params &p) {
+template <class T> __device__ void gemv_kn_impl(const cuda_matmul_params &p) {
   __shared__ float partial[32][65];
   const int cx = threadIdx.x & 7, kg = threadIdx.x >> 3;
   const int64_t n0 = (int64_t)blockIdx.x * 64 + cx * 8;
@@ -113,8 +113,8 @@ template <class T> __device__ void gemv_kn_impl(const gk_matmul_params &p) {
   }
 }
 
-GK_FLOAT_KERNELS(gemv_nk, gemv_nk_impl, gk_matmul_params, __launch_bounds__(GEMV_WARPS * 32))
-GK_FLOAT_KERNELS(gemv_kn, gemv_kn_impl, gk_matmul_params, __launch_bounds__(256))
+GK_FLOAT_KERNELS(gemv_nk, gemv_nk_impl, cuda_matmul_params, __launch_bounds__(GEMV_WARPS * 32))
+GK_FLOAT_KERNELS(gemv_kn, gemv_kn_impl, cuda_matmul_params, __launch_bounds__(256))
 
 /* ------------------------------------------------------------ SIMT GEMM */
 
@@ -124,7 +124,7 @@ GK_FLOAT_KERNELS(gemv_kn, gemv_kn_impl, gk_matmul_params, __launch_bounds__(256)
 
 /* 128 x 128 tile per block of 256 threads, 8 x 8 outputs per thread (two
  * 4 x 4 quadrants 64 apart, so shared-memory reads are float4 and spread). */
-template <class T> __device__ void matmul_simt_impl(const gk_matmul_params &p) {
+template <class T> __device__ void matmul_simt_impl(const cuda_matmul_params &p) {
   __shared__ __align__(16) float as[SIMT_BK][SIMT_BM + 4];
   __shared__ __align__(16) float bs[SIMT_BK][SIMT_BN + 4];
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
@@ -191,7 +191,7 @@ template <class T> __device__ void matmul_simt_impl(const gk_matmul_params &p) {
   }
 }
 
-GK_FLOAT_KERNELS(matmul_simt, matmul_simt_impl, gk_matmul_params, __launch_bounds__(256))
+GK_FLOAT_KERNELS(matmul_simt, matmul_simt_impl, cuda_matmul_params, __launch_bounds__(256))
 
 /* ------------------------------------------------------- tensor-core GEMM */
 
@@ -215,7 +215,7 @@ __device__ __forceinline__ void tile_of_block(int64_t tiles_m, int64_t tiles_n, 
 }
 
 template <class T, bool KN, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
-__device__ void matmul_mma_impl(const gk_matmul_params &p) {
+__device__ void matmul_mma_impl(const cuda_matmul_params &p) {
 #if __CUDA_ARCH__ >= 800
   typedef mma_tile<BM, BN, BK, WARPS_M, WARPS_N, STAGES> tile;
   constexpr int A_CHUNKS = BK / 8;  /* 16-byte chunks per row of an a tile */
@@ -339,9 +339,9 @@ __device__ void matmul_mma_impl(const gk_matmul_params &p) {
 #define MMA_CONFIG 128, 128, 32, 2, 4, 4
 static_assert(mma_tile<MMA_CONFIG>::smem_bytes == GK_MATMUL_MMA_SMEM, "host and kernel agree on shared memory");
 static_assert(mma_tile<MMA_CONFIG>::threads == GK_MATMUL_MMA_THREADS, "host and kernel agree on the block");
-#define GK_MMA_KERNEL(dname, T, lname, KN)                                                    \
-  GK_KERNEL __launch_bounds__(256) gk_matmul_mma_##dname##_##lname(const gk_matmul_params p) { \
-    matmul_mma_impl<T, KN, MMA_CONFIG>(p);                                                   \
+#define GK_MMA_KERNEL(dname, T, lname, KN)                                                       \
+  GK_KERNEL __launch_bounds__(256) gk_matmul_mma_##dname##_##lname(const cuda_matmul_params p) { \
+    matmul_mma_impl<T, KN, MMA_CONFIG>(p);                                                       \
   }
 GK_MMA_KERNEL(f16, f16, nk, false)
 GK_MMA_KERNEL(f16, f16, kn, true)
@@ -370,9 +370,9 @@ extern "C" __device__ const int gk_wgmma_available =
  * (256 x 64), K-major with the 128-byte swizzle (TMA zero-fills past the
  * edges). full[s] completes when a stage's bytes have landed, empty[s] when
  * both multiplying warpgroups are done reading it. */
-template <class T> __device__ void matmul_wgmma_impl(const gk_matmul_tma_params &P) {
+template <class T> __device__ void matmul_wgmma_impl(const cuda_matmul_tma_params &P) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  const gk_matmul_params &p = P.p;
+  const cuda_matmul_params &p = P.p;
   constexpr int A_BYTES = WG_BM * WG_BK * 2, B_BYTES = WG_BN * WG_BK * 2;
   constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -448,10 +448,10 @@ template <class T> __device__ void matmul_wgmma_impl(const gk_matmul_tma_params 
 }
 
 GK_KERNEL __launch_bounds__(GK_MATMUL_WGMMA_THREADS, 1)
-    gk_matmul_wgmma_f16(const __grid_constant__ gk_matmul_tma_params p) {
+    gk_matmul_wgmma_f16(const __grid_constant__ cuda_matmul_tma_params p) {
   matmul_wgmma_impl<f16>(p);
 }
 GK_KERNEL __launch_bounds__(GK_MATMUL_WGMMA_THREADS, 1)
-    gk_matmul_wgmma_bf16(const __grid_constant__ gk_matmul_tma_params p) {
+    gk_matmul_wgmma_bf16(const __grid_constant__ cuda_matmul_tma_params p) {
   matmul_wgmma_impl<bf16>(p);
 }

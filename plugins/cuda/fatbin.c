@@ -1,5 +1,5 @@
 /*
- * cuda_fatbin.c - reads the list of code images out of the embedded fatbin.
+ * fatbin.c - reads the list of code images out of the embedded fatbin.
  *
  * Layout (little-endian): a 16-byte header {u32 magic 0xBA55ED50, u16
  * version, u16 header size, u64 size of the entries}, then entries, each a
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_fatbin.h"
+#include "fatbin.h"
 
 extern const unsigned char gllmk_cuda_fatbin[];
 extern const unsigned char gllmk_cuda_fatbin_end[];

@@ -1,5 +1,7 @@
 /*
- * cuda_internal.h - shared declarations of the cuda plugin.
+ * internal.h - shared declarations of the cuda plugin's lower layers
+ * (driver.c, device.c, memory.c, graph.c), which the family files
+ * (elementwise.c ... sample.c, declared in ops.h) build on.
  *
  * The plugin talks to libcuda.so.1 only, through the function table `cu`
  * filled at probe time. A gllmk_plugin_memory holds a device address, of an
@@ -16,7 +18,7 @@
 
 #include "cuda_driver.h"
 #include "gllmk/gllmk_plugin.h"
-#include "kernels/gk_params.h"
+#include "kernels/cuda_params.h"
 
 typedef struct cuda_api {
 #define CUDA_SYMBOL(name, legacy, params) CUresult (*name) params;
@@ -26,11 +28,43 @@ typedef struct cuda_api {
 extern cuda_api cu;
 extern const gllmk_plugin_host *cuda_host;
 
+#define CUDA_MAX_DEVICES 64
+
+/* What probe found (driver.c); read-only afterwards. */
+typedef struct cuda_driver_state {
+  void *library;
+  int driver_version;
+  int count;
+  CUdevice devices[CUDA_MAX_DEVICES];
+  int sm[CUDA_MAX_DEVICES];
+} cuda_driver_state;
+
+extern cuda_driver_state cuda_driver;
+
 enum cuda_kernel_id {
 #define CUDA_KERNEL(name) CK_##name,
-#include "cuda_kernels.def"
+#include "kernels.def"
   CK_COUNT
 };
+
+/* Layouts of kernels.def that code picks a kernel from by arithmetic; each
+ * such place has a _Static_assert of these beside it, so that reordering
+ * kernels.def fails to compile instead of launching the wrong kernel.
+ *
+ * CUDA_DTYPE_VARIANTS(op): op_f32, op_f16 and op_bf16 sit at CK_op_f32 +
+ * dtype (a CUDA_FLOAT_KERNELS line), so CK_op_f32 + variant(dtype) is the
+ * dtype's kernel. */
+#define CUDA_DTYPE_VARIANTS(op)                                    \
+  (GLLMK_F32 == 0 && CK_##op##_f16 == CK_##op##_f32 + GLLMK_F16 && \
+   CK_##op##_bf16 == CK_##op##_f32 + GLLMK_BF16)
+/* CUDA_F16_BF16_PAIRS(prefix, a, b): prefix_f16_a, prefix_bf16_a,
+ * prefix_f16_b and prefix_bf16_b are consecutive, so CK_prefix_f16_a +
+ * (dtype == GLLMK_BF16) + 2 * i is the kernel of dtype and size i (asserted
+ * pair by pair where there are more than two sizes). */
+#define CUDA_F16_BF16_PAIRS(prefix, a, b)                 \
+  (CK_##prefix##_bf16_##a == CK_##prefix##_f16_##a + 1 && \
+   CK_##prefix##_f16_##b == CK_##prefix##_f16_##a + 2 &&  \
+   CK_##prefix##_bf16_##b == CK_##prefix##_f16_##a + 3)
 
 #define CUDA_STAGING_BYTES (4u << 20)
 
@@ -68,7 +102,7 @@ struct gllmk_plugin_device {
   CUdeviceptr retired[8];
   int retired_count;
   int capturing;  /* between record_begin and record_end */
-  int planning;   /* cuda_supports: op functions choose kernels, launch nothing */
+  int planning;   /* cuda_<op>_supports: the op's host code chooses kernels, launches nothing */
   int recordings; /* live native recordings */
   /* Timestamps (gllmk_context_set_timing): one event per mark since the
    * last read, and the host time of the first. */
@@ -81,14 +115,27 @@ struct gllmk_plugin_device {
  * opt in to, less room for the kernel's static shared memory. */
 static inline int cuda_softmax_stash_smem(const gllmk_plugin_device *dev) { return dev->smem_optin - 1024; }
 
-/* Makes the device's context current for the calling thread / restores the
- * previous one. Every entry point that calls the driver brackets with these. */
-gllmk_status cuda_enter(gllmk_plugin_device *dev);
-void cuda_leave(gllmk_plugin_device *dev);
+/* Loading the driver, probe and device info (driver.c). */
+gllmk_status cuda_probe(const gllmk_plugin_host *host, uint32_t *out_count, char *reason, size_t reason_size);
+gllmk_status cuda_device_info(uint32_t index, gllmk_device_info *info);
+void cuda_describe(char *text, size_t size);
+/* The driver's name and description of an error. */
+const char *cuda_error_name(CUresult result);
+const char *cuda_error_text(CUresult result);
 
 /* GLLMK_OK, or the driver's error as a gllmk status with a message naming
  * `what` and the driver's error name and text. */
 gllmk_status cuda_check(CUresult result, const char *what);
+
+/* Contexts (device.c). */
+gllmk_status cuda_open(const gllmk_plugin_open_options *options, gllmk_plugin_device **out);
+void cuda_close(gllmk_plugin_device *dev);
+gllmk_status cuda_synchronize(gllmk_plugin_device *dev);
+
+/* Makes the device's context current for the calling thread / restores the
+ * previous one. Every entry point that calls the driver brackets with these. */
+gllmk_status cuda_enter(gllmk_plugin_device *dev);
+void cuda_leave(gllmk_plugin_device *dev);
 
 /* Launches a kernel whose only parameter is *params. */
 gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t gx, uint32_t gy,
@@ -106,8 +153,20 @@ static inline CUdeviceptr cuda_tensor_address(const gllmk_tensor *t) {
   return cuda_memory_address(gllmk_plugin_tensor_memory(t)) + t->offset;
 }
 
+/* Device memory (memory.c). */
+gllmk_status cuda_mem_alloc(gllmk_plugin_device *dev, uint64_t size, gllmk_plugin_memory **out);
+void cuda_mem_free(gllmk_plugin_device *dev, gllmk_plugin_memory *memory);
+gllmk_status cuda_mem_write(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t offset, const void *src,
+                            uint64_t size);
+gllmk_status cuda_mem_read(gllmk_plugin_device *dev, gllmk_plugin_memory *src, uint64_t offset, void *dst,
+                           uint64_t size);
+gllmk_status cuda_mem_copy(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t dst_offset,
+                           gllmk_plugin_memory *src, uint64_t src_offset, uint64_t size);
+gllmk_status cuda_mem_fill(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t offset, uint64_t size,
+                           uint8_t value);
+
 /* Recordings as CUDA graphs, timestamps, and memory the caller owns
- * (cuda_graph.c); cuda_graph_close frees what they hold at close. */
+ * (graph.c); cuda_graph_close frees what they hold at close. */
 gllmk_status cuda_record_begin(gllmk_plugin_device *dev);
 gllmk_status cuda_record_end(gllmk_plugin_device *dev, gllmk_plugin_recording **out);
 gllmk_status cuda_record_replay(gllmk_plugin_device *dev, gllmk_plugin_recording *recording);
@@ -119,14 +178,5 @@ gllmk_status cuda_mem_import(gllmk_plugin_device *dev, uint32_t kind, uint64_t a
 gllmk_status cuda_mem_address(gllmk_plugin_device *dev, gllmk_plugin_memory *memory, uint32_t *out_kind,
                               uint64_t *out_address);
 void cuda_graph_close(gllmk_plugin_device *dev);
-
-/* Whether a validated call would run here: the op's own kernel choice,
- * planned without launching (cuda_ops.c). */
-gllmk_status cuda_supports(gllmk_plugin_device *dev, gllmk_op op, const void *args);
-
-/* Op entry points (cuda_ops.c). */
-#define GLLMK_OP(name) \
-  gllmk_status cuda_##name(gllmk_plugin_device *device, const gllmk_##name##_args *args);
-#include "gllmk/gllmk_ops.def"
 
 #endif /* GLLMK_CUDA_INTERNAL_H_ */

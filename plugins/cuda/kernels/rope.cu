@@ -1,5 +1,7 @@
 /*
- * rows.cu - rope, embedding and kv_append: ops that move rows of a tensor.
+ * rope.cu - rope: rotary position embedding of rows (token, head), one
+ * kernel for f32 rows and one with angles shared in shared memory for
+ * 16-bit rows.
  */
 #include "common.cuh"
 
@@ -15,7 +17,7 @@ __device__ __forceinline__ void rope_angle(double pos, double frequency, float &
 
 /* Features rotary_dim .. head_dim - 1 of token t's heads, which rope copies
  * unchanged when out is not x (the block's threads share them). */
-template <class T> __device__ __forceinline__ void rope_copy_tail(const gk_rope_params &p, int64_t t) {
+template <class T> __device__ __forceinline__ void rope_copy_tail(const cuda_rope_params &p, int64_t t) {
   const int64_t tail = p.head_dim - p.rotary_dim;
   for (int64_t u = threadIdx.x; u < p.heads * tail; u += blockDim.x) {
     const int64_t h = u / tail, c = p.rotary_dim + u % tail;
@@ -41,7 +43,7 @@ __device__ __forceinline__ void rotate_pair(float &x0, float &x1, float c, float
  * theta^(-2j / rotary_dim) as ratio^j (a few multiplications in double rather
  * than a pow per pair) unless the caller gave them (inv_freq). The loads go
  * out before the angles are computed. */
-template <class T> __device__ void rope_impl(const gk_rope_params &p) {
+template <class T> __device__ void rope_impl(const cuda_rope_params &p) {
   constexpr int W = vec16<T>::elems;
   const int64_t half = p.rotary_dim / 2;
   const int pairs = !p.vec ? 1 : p.style == 0 ? W : W / 2;
@@ -112,7 +114,7 @@ template <class T> __device__ void rope_impl(const gk_rope_params &p) {
  * thread moves half the bytes per angle of f32, so sharing the angles over
  * the block's heads beats the barrier-free layout above (on an H100,
  * [8192, 32, 128] bf16: 51 us against 57). */
-template <class T> __device__ void rope_shared_impl(const gk_rope_params &p) {
+template <class T> __device__ void rope_shared_impl(const cuda_rope_params &p) {
   extern __shared__ double frequency[]; /* rotary_dim / 2 doubles, then the angles */
   const int half = p.rotary_dim / 2;
   float2 *angle = reinterpret_cast<float2 *>(frequency + half); /* (cos, sin) */
@@ -170,68 +172,6 @@ template <class T> __device__ void rope_shared_impl(const gk_rope_params &p) {
 }
 
 /* f32 rows take the barrier-free kernel, 16-bit rows the shared-angle one. */
-GK_KERNEL gk_rope_f32(const gk_rope_params p) { rope_impl<float>(p); }
-GK_KERNEL gk_rope_f16(const gk_rope_params p) { rope_shared_impl<f16>(p); }
-GK_KERNEL gk_rope_bf16(const gk_rope_params p) { rope_shared_impl<bf16>(p); }
-
-/* -------------------------------------------------------- row copies */
-
-/* Moves element `c` of `heads` rows of `n` elements each from src rows to
- * dst rows (row h at h * stride), in 16-byte units when `vec` (the host
- * checked alignment and n * sizeof(T) % 16 == 0). A null src writes zeros.
- * The threads of the block share the work. */
-template <class T>
-__device__ __forceinline__ void copy_rows(T *dst, int64_t dst_stride, const T *src, int64_t src_stride,
-                                          int64_t heads, int64_t n, int vec) {
-  if (vec) {
-    const int64_t units = n * (int64_t)sizeof(T) / 16;
-    for (int64_t u = threadIdx.x; u < heads * units; u += blockDim.x) {
-      const int64_t h = u / units, w = u % units;
-      uint4 *d = reinterpret_cast<uint4 *>(dst + h * dst_stride) + w;
-      *d = src ? reinterpret_cast<const uint4 *>(src + h * src_stride)[w] : make_uint4(0, 0, 0, 0);
-    }
-  } else {
-    for (int64_t u = threadIdx.x; u < heads * n; u += blockDim.x) {
-      const int64_t h = u / n, c = u % n;
-      dst[h * dst_stride + c] = src ? src[h * src_stride + c] : from_f32<T>(0.0f);
-    }
-  }
-}
-
-/* ------------------------------------------------------------- embedding */
-
-/* One block per id; an id outside [0, vocab) writes a row of zeros and
- * raises the embedding error bit. */
-template <class T> __device__ void embedding_impl(const gk_embedding_params &p) {
-  for (int64_t i = blockIdx.x; i < p.count; i += gridDim.x) {
-    const int32_t id = index_at(p.ids, i);
-    const bool valid = id >= 0 && id < p.vocab;
-    if (!valid && threadIdx.x == 0) raise_error(p.error_flag, GK_ERROR_EMBEDDING);
-    const T *row = valid ? ptr_at<const T>(p.table, (int64_t)id * p.table_stride) : nullptr;
-    copy_rows(ptr_at<T>(p.out, i * p.out_stride), 0, row, 0, 1, p.dim, p.vec);
-  }
-}
-
-GK_FLOAT_KERNELS(embedding, embedding_impl, gk_embedding_params, )
-
-/* ------------------------------------------------------------- kv_append */
-
-/* One block per new token: its k and v rows of every head go to the slot. A
- * negative slot is padding; a slot past the cache raises the error bit. */
-template <class T> __device__ void kv_append_impl(const gk_kv_append_params &p) {
-  for (int64_t t = blockIdx.x; t < p.tokens; t += gridDim.x) {
-    const int32_t slot = index_at(p.slots, t);
-    if (slot < 0) continue;
-    if (slot >= p.slot_count) {
-      if (threadIdx.x == 0) raise_error(p.error_flag, GK_ERROR_KV_APPEND);
-      continue;
-    }
-    const int64_t dst_row = (int64_t)slot * p.heads;
-    copy_rows(ptr_at<T>(p.k_cache, dst_row * p.k_cache_stride), p.k_cache_stride,
-              ptr_at<const T>(p.k, t * p.k_token_stride), p.k_stride, p.heads, p.head_dim, p.vec);
-    copy_rows(ptr_at<T>(p.v_cache, dst_row * p.v_cache_stride), p.v_cache_stride,
-              ptr_at<const T>(p.v, t * p.v_token_stride), p.v_stride, p.heads, p.head_dim, p.vec);
-  }
-}
-
-GK_FLOAT_KERNELS(kv_append, kv_append_impl, gk_kv_append_params, )
+GK_KERNEL gk_rope_f32(const cuda_rope_params p) { rope_impl<float>(p); }
+GK_KERNEL gk_rope_f16(const cuda_rope_params p) { rope_shared_impl<f16>(p); }
+GK_KERNEL gk_rope_bf16(const cuda_rope_params p) { rope_shared_impl<bf16>(p); }

@@ -1,0 +1,122 @@
+/*
+ * matmul.c - the matmul family: matmul (out = alpha * a op(b) + beta * out
+ * + bias, batched, b as [N, K] or [K, N]). It fills a cuda_matmul_params
+ * (kernels/cuda_params.h) and picks a kernel from kernels/matmul.cu: gemv
+ * for one row, wgmma with TMA descriptors on Hopper (sm_90a), mma.sync on
+ * sm_80+, SIMT otherwise, then enqueues it on the context's stream. From
+ * below it uses launch.h's helpers, cuda_launch (device.c) and the driver's
+ * cuTensorMapEncodeTiled (`cu`, driver.c).
+ */
+#include <string.h>
+
+#include "launch.h"
+
+/* Kernels are picked as CK_<kernel>_f32 + variant(dtype), and
+ * CK_matmul_mma_f16_nk + (dtype == GLLMK_BF16) + 2 * b_kn. */
+_Static_assert(CUDA_DTYPE_VARIANTS(gemv_nk) && CUDA_DTYPE_VARIANTS(gemv_kn) && CUDA_DTYPE_VARIANTS(matmul_simt),
+               "kernels.def: f32, f16, bf16 variants in gllmk_dtype order");
+_Static_assert(CUDA_F16_BF16_PAIRS(matmul_mma, nk, kn), "kernels.def: matmul_mma_{f16,bf16}_{nk,kn} order");
+
+/* A TMA descriptor of a 16-bit K-major operand seen as (K, rows, batch),
+ * read in boxes of `box_rows` rows x 64 columns with the 128-byte swizzle.
+ * Returns 0 where the driver cannot describe it (then another kernel runs). */
+static int describe_for_tma(cuda_tensor_map *map, int32_t dtype, uint64_t address, int64_t k, int64_t rows,
+                            int64_t batch, int64_t row_stride, int64_t batch_stride, uint32_t box_rows) {
+  if (!cu.cuTensorMapEncodeTiled) return 0;
+  const uint64_t dims[3] = {(uint64_t)k, (uint64_t)rows, (uint64_t)batch};
+  const uint64_t strides[2] = {(uint64_t)row_stride * 2, (uint64_t)batch_stride * 2};
+  const uint32_t box[3] = {GK_MATMUL_WGMMA_BK, box_rows, 1}, element_strides[3] = {1, 1, 1};
+  return cu.cuTensorMapEncodeTiled(map, dtype == GLLMK_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                   3, (void *)(uintptr_t)address, dims, strides, box, element_strides,
+                                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* The distance between the matrices of a batched operand: the stride of its
+ * innermost batch dim with extent > 1 (the core checked that they flatten
+ * into one), 0 for a single matrix. */
+static int64_t matrix_batch_stride(const gllmk_tensor *t) {
+  for (int32_t i = t->ndim - 3; i >= 0; i--)
+    if (t->shape[i] > 1) return t->strides[i];
+  return 0;
+}
+
+static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
+  const gllmk_tensor *a = args->a, *b = args->b, *out = args->out;
+  const int32_t dtype = out->dtype, nd = a->ndim, bd = b->ndim;
+  cuda_matmul_params p;
+  memset(&p, 0, sizeof p);
+  p.out = cuda_tensor_address(out);
+  p.a = cuda_tensor_address(a);
+  p.b = cuda_tensor_address(b);
+  p.bias = args->bias ? cuda_tensor_address(args->bias) : 0;
+  p.has_bias = args->bias != NULL;
+  p.alpha = args->alpha;
+  p.beta = args->beta;
+  p.b_kn = args->b_layout == GLLMK_B_KN;
+  p.m = a->shape[nd - 2];
+  p.k = a->shape[nd - 1];
+  p.n = out->shape[nd - 1];
+  p.batch = 1;
+  for (int32_t i = 0; i < nd - 2; i++) p.batch *= a->shape[i];
+  /* Row strides (a dim of extent 1 takes the dense one: it is never
+   * stepped), and each operand's own batch stride: the API lets every
+   * operand have any row and batch strides (a column slice, batches of a
+   * permuted tensor, a zero batch stride that repeats one matrix). */
+  const int64_t b_rows = b->shape[bd - 2];
+  p.lda = p.m > 1 ? a->strides[nd - 2] : p.k;
+  p.ldb = b_rows > 1 ? b->strides[bd - 2] : b->shape[bd - 1];
+  p.ldo = p.m > 1 ? out->strides[nd - 2] : p.n;
+  p.a_batch_stride = matrix_batch_stride(a);
+  p.b_batch_stride = bd > 2 ? matrix_batch_stride(b) : 0;
+  p.out_batch_stride = matrix_batch_stride(out);
+  if (p.m == 1 && p.batch > 1) { /* single rows: a batch's row is just its matrix */
+    p.lda = p.a_batch_stride;
+    p.ldo = p.out_batch_stride;
+  }
+  /* One b for every batch and batches laid out as rows of one taller
+   * matrix: one batch of more rows. */
+  if (p.batch > 1 && p.b_batch_stride == 0 && (p.m == 1 || (p.a_batch_stride == p.m * p.lda &&
+                                                           p.out_batch_stride == p.m * p.ldo))) {
+    p.m *= p.batch;
+    p.batch = 1;
+  }
+  if (p.batch == 1) { /* strides a single batch never uses; sizes TMA accepts */
+    p.a_batch_stride = p.m * p.lda;
+    p.b_batch_stride = 0;
+    p.out_batch_stride = p.m * p.ldo;
+  }
+  const int64_t inner = p.b_kn ? p.n : p.k; /* b's contiguous extent */
+  p.vec = inner % 8 == 0 && p.k % 8 == 0 && strides_aligned16(a, (const int64_t[]){p.lda, p.a_batch_stride}, 2) &&
+          strides_aligned16(b, (const int64_t[]){p.ldb, p.b_batch_stride}, 2);
+  const int v = variant(dtype);
+  if (p.m == 1 && p.batch <= MAX_GRID_YZ) {
+    if (p.b_kn)
+      return cuda_launch(dev, CK_gemv_kn_f32 + v, clamp_u32(ceil_div(p.n, GK_GEMV_KN_OUTPUTS), MAX_GRID_X),
+                         (uint32_t)p.batch, 1, 256, 0, &p);
+    return cuda_launch(dev, CK_gemv_nk_f32 + v, clamp_u32(ceil_div(p.n, GK_GEMV_NK_OUTPUTS), MAX_GRID_X),
+                       (uint32_t)p.batch, 1, GK_GEMV_NK_OUTPUTS * 32, 0, &p);
+  }
+  if (dtype != GLLMK_F32 && dev->wgmma && !p.b_kn && p.vec && p.m >= 64 && p.batch <= MAX_GRID_YZ &&
+      p.lda > 0 && p.ldb > 0 && p.a_batch_stride > 0) {
+    cuda_matmul_tma_params tp;
+    if (describe_for_tma(&tp.a_map, dtype, p.a, p.k, p.m, p.batch, p.lda, p.a_batch_stride, GK_MATMUL_WGMMA_BM) &&
+        describe_for_tma(&tp.b_map, dtype, p.b, p.k, p.n, p.b_batch_stride ? p.batch : 1, p.ldb,
+                         p.b_batch_stride ? p.b_batch_stride : p.n * p.ldb, GK_MATMUL_WGMMA_BN)) {
+      tp.p = p;
+      const int64_t tiles = ceil_div(p.m, GK_MATMUL_WGMMA_BM) * ceil_div(p.n, GK_MATMUL_WGMMA_BN);
+      return cuda_launch(dev, dtype == GLLMK_BF16 ? CK_matmul_wgmma_bf16 : CK_matmul_wgmma_f16, (uint32_t)tiles,
+                         (uint32_t)p.batch, 1, GK_MATMUL_WGMMA_THREADS, GK_MATMUL_WGMMA_SMEM, &tp);
+    }
+  }
+  const int64_t tiles = ceil_div(p.m, GK_MATMUL_MMA_BM) * ceil_div(p.n, GK_MATMUL_MMA_BN);
+  if (dtype != GLLMK_F32 && dev->sm >= 80 && p.vec && p.batch <= MAX_GRID_YZ && tiles <= MAX_GRID_X) {
+    const int kernel = CK_matmul_mma_f16_nk + (dtype == GLLMK_BF16) + 2 * p.b_kn;
+    return cuda_launch(dev, kernel, (uint32_t)tiles, (uint32_t)p.batch, 1, GK_MATMUL_MMA_THREADS, GK_MATMUL_MMA_SMEM,
+                       &p);
+  }
+  return cuda_launch(dev, CK_matmul_simt_f32 + v, clamp_u32(ceil_div(p.n, 128), MAX_GRID_X),
+                     clamp_u32(ceil_div(p.m, 128), MAX_GRID_YZ), clamp_u32(p.batch, MAX_GRID_YZ), 256, 0, &p);
+}
+
+CUDA_OP_ENTRY(matmul)
