@@ -1,23 +1,29 @@
 # vulkan plugin: host C that loads libvulkan.so.1 with dlopen, plus the
-# committed SPIR-V of kernels/*.comp embedded by vk_blobs.S. `make blobs`
+# committed SPIR-V of kernels/*.comp embedded by blobs.S. `make blobs`
 # rebuilds the SPIR-V with glslc; a normal build needs no shader compiler.
 #
-# vk_kernels.def lists the kernels. Each VK_KERNEL is compiled in two forms
+# The op families are elementwise.c, norm.c, rope.c, gather.c, matmul.c,
+# attention.c and sample.c (entry points in ops.h), each with its kernels
+# kernels/<family>.comp and kernels/<family>_<variant>.comp; below them
+# device.c, memory.c, dispatch.c, pipeline.c, record.c and timing.c
+# (internal.h), and plugin.c (descriptor, op table, loader and probe).
+#
+# kernels.def lists the kernels. Each VK_KERNEL is compiled in two forms
 # (see kernels/common.glsl): <name>.spv with 16-bit storage and subgroup
 # operations, <name>.portable.spv without; a VK_KERNEL_NATIVE only in the first.
 
 vulkan_SRCS       := $(wildcard plugins/vulkan/*.c)
 vulkan_LDLIBS     := -ldl -lm
-vulkan_OBJS_EXTRA := $(B)/obj/plugins/vulkan/vk_blobs.o
+vulkan_OBJS_EXTRA := $(B)/obj/plugins/vulkan/blobs.o
 
-VULKAN_DEF         := plugins/vulkan/vk_kernels.def
+VULKAN_DEF         := plugins/vulkan/kernels.def
 VULKAN_KERNELS     := $(shell sed -n 's/^VK_KERNEL(\([a-z0-9_]*\))$$/\1/p' $(VULKAN_DEF))
 VULKAN_NATIVE_ONLY := $(shell sed -n 's/^VK_KERNEL_NATIVE(\([a-z0-9_]*\))$$/\1/p' $(VULKAN_DEF))
 VULKAN_BLOBS       := $(VULKAN_KERNELS:%=blobs/vulkan/%.spv) \
                       $(VULKAN_KERNELS:%=blobs/vulkan/%.portable.spv) \
                       $(VULKAN_NATIVE_ONLY:%=blobs/vulkan/%.spv)
 
-$(B)/obj/plugins/vulkan/vk_blobs.o: plugins/vulkan/vk_blobs.S $(VULKAN_DEF) $(VULKAN_BLOBS)
+$(B)/obj/plugins/vulkan/blobs.o: plugins/vulkan/blobs.S $(VULKAN_DEF) $(VULKAN_BLOBS)
 	@mkdir -p $(dir $@)
 	$(CC) -c -Iplugins/vulkan -Wa,-I,blobs/vulkan $(SAN_FLAGS) -o $@ $<
 

@@ -10,7 +10,7 @@
 
 #include "attention_op.glsl"
 
-#include "attend.glsl"
+#include "attention_attend.glsl"
 
 shared int block_last;
 

@@ -1,7 +1,7 @@
 #version 450
 /* matmul on tensor cores through VK_NV_cooperative_matrix (16x16x16 F16
  * products, F32 accumulation), for F16 and BF16 operands packed by
- * mm_pack.comp: a [batch][Mp][Kp], b [batch or 1][Np][Kp], F16, padded with
+ * matmul_pack.comp: a [batch][Mp][Kp], b [batch or 1][Np][Kp], F16, padded with
  * zeros to the tile sizes, with per-row scales.
  *
  * A workgroup computes a BM x BN tile with one subgroup (of 32) per 64 x 64

@@ -34,7 +34,7 @@ layout(push_constant) uniform Push {
  * its subgroup reduction, sampling itself ran 6% slower on an H100 ([1,
  * 128256]: 679-686 us against 639-650). */
 #define ARGMAX_BY_TREE
-#include "row_argmax.glsl"
+#include "sample_row_argmax.glsl"
 
 const bool PER_THREAD = VARIANT == 1u;
 

@@ -14,8 +14,8 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-#include "paged.glsl"
-#include "attend.glsl"
+#include "attention_paged.glsl"
+#include "attention_attend.glsl"
 
 uint key_row(uint pos) {
   return (cache_slot(gl_WorkGroupID.z, pos, p.block_size) * p.hkv + gl_WorkGroupID.y) * p.head_dim;

@@ -1,5 +1,5 @@
 #version 450
-/* argmax per row (see row_argmax.glsl). A row is split into p.chunks
+/* argmax per row (see sample_row_argmax.glsl). A row is split into p.chunks
  * chunks of p.chunk_cols columns, so that a few long rows still fill the
  * device: workgroup (chunk c, row) finds the best of its chunk; with one
  * chunk per row it writes the token, else it writes (value, index) to the
@@ -31,7 +31,7 @@ layout(push_constant) uniform Push {
   uint chunks, chunk_cols;
 } p;
 
-#include "row_argmax.glsl"
+#include "sample_row_argmax.glsl"
 
 void write_token(uint row, uint token) {
   uint orow = row / p.out_cols;

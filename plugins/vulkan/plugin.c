@@ -1,12 +1,16 @@
 /*
- * vk_plugin.c - the vulkan plugin's descriptor, loader and probe.
+ * plugin.c - the vulkan plugin's entry point: its descriptor with the op
+ * table and supports() (the only code above the op families: it names
+ * their entry points, ops.h), and below them the loader of libvulkan.so.1,
+ * probe, the device descriptions and vk_fail. The test-only variant
+ * "vulkan-portable" (tests.mk) is this file compiled again.
  */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "vk_internal.h"
+#include "ops.h"
 
 const gllmk_plugin_host *vk_host;
 vk_instance_api vk_api;
@@ -88,7 +92,7 @@ static int vk_load_library(char *reason, size_t reason_size) {
 #define VK_INSTANCE(n)
 #define VK_INSTANCE_EXT(n)
 #define VK_DEVICE(n)
-#include "vk_symbols.def"
+#include "symbols.def"
   if (!vk_api.vkCreateInstance || !vk_api.vkEnumerateInstanceVersion) {
     snprintf(reason, reason_size, "the Vulkan loader is older than Vulkan 1.1");
     return 0;
@@ -122,7 +126,7 @@ static int vk_create_instance(char *reason, size_t reason_size) {
   missing |= !(vk_api.n = (PFN_##n)vk_api.vkGetInstanceProcAddr(vk_instance, #n));
 #define VK_INSTANCE_EXT(n) vk_api.n = (PFN_##n)vk_api.vkGetInstanceProcAddr(vk_instance, #n);
 #define VK_DEVICE(n)
-#include "vk_symbols.def"
+#include "symbols.def"
   if (missing) {
     snprintf(reason, reason_size, "the Vulkan loader lacks Vulkan 1.2 instance functions");
     return 0;
@@ -409,7 +413,7 @@ gllmk_status vk_device_info(uint32_t index, gllmk_device_info *out_info) {
 static const int vk_two_form_kernels = 0
 #define VK_KERNEL(name) +1
 #define VK_KERNEL_NATIVE(name)
-#include "vk_kernels.def"
+#include "kernels.def"
     ;
 
 /* The vendor behind a PCI (or Khronos) vendor id. */
@@ -456,6 +460,32 @@ void vk_describe(char *text, size_t text_size) {
                   p->subgroup_size, vk_coopmat_text(p));
   }
 }
+
+/* --------------------------------------------------------------- supports */
+
+/* The op function itself in a dry run: every launch is assembled and
+ * checked as the call would do (32-bit counts, strides and offsets, bound
+ * ranges within maxStorageBufferRange, the paths chosen by the device's
+ * features and limits), and nothing is recorded, reserved or written. So
+ * the answer is exactly the op function's, and the op keeps its checks. */
+gllmk_status vk_supports(gllmk_plugin_device *dev, gllmk_op op, const void *args) {
+  gllmk_status s = GLLMK_OK;
+  dev->dry_run = 1;
+  switch (op) {
+#define GLLMK_OP(name)                                   \
+  case GLLMK_OP_##name:                                  \
+    s = vk_##name(dev, (const gllmk_##name##_args *)args); \
+    break;
+#include "gllmk/gllmk_ops.def"
+    default: break;
+  }
+  dev->dry_run = 0;
+  if (s == GLLMK_ERR_UNSUPPORTED || s == GLLMK_OK) return s;
+  /* Nothing else can come out of a dry run; were it to, the call decides. */
+  return GLLMK_OK;
+}
+
+/* ------------------------------------------------------------ descriptor */
 
 static const gllmk_plugin_ops vk_ops = {
 #define GLLMK_OP(name) .name = vk_##name,

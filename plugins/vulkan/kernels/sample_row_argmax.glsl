@@ -1,5 +1,5 @@
 /*
- * row_argmax.glsl - the argmax of one row, as the cpu backend defines it:
+ * sample_row_argmax.glsl - the argmax of one row, as the cpu backend defines it:
  * the largest value, the lowest index on ties, NaN smaller than every number
  * (a row of NaN gives 0). Needs x_load() declared before inclusion.
  */

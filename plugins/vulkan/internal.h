@@ -1,8 +1,10 @@
 /*
- * vk_internal.h - shared declarations of the vulkan plugin.
+ * internal.h - shared declarations of the vulkan plugin: everything below
+ * the op families (device.c, memory.c, dispatch.c, pipeline.c, record.c,
+ * timing.c, plugin.c). The family entry points are in ops.h.
  *
  * The plugin loads libvulkan.so.1 with dlopen and calls Vulkan only through
- * the function pointers listed in vk_symbols.def. One VkInstance is created
+ * the function pointers listed in symbols.def. One VkInstance is created
  * by probe and lives until the plugin is unloaded; each opened device (one
  * per gllmk context) has its own VkDevice, compute queue, timeline semaphore,
  * ring of command-buffer frames and pipelines.
@@ -14,10 +16,11 @@
  * or when the host needs results; the host waits on the timeline value of a
  * frame before reusing it. Waits poll the timeline before blocking.
  *
- * Native recordings (vk_record.c) capture kernel launches into a command
+ * Native recordings (record.c) capture kernel launches into a command
  * buffer of their own, with descriptor sets, uploads and scratch references
  * they own, and a replay submits it after the frame being recorded. supports()
- * runs an op function in a dry run (dev->dry_run). Timestamps: vk_timing.c.
+ * (plugin.c) runs an op function in a dry run (dev->dry_run). Timestamps:
+ * timing.c.
  */
 #ifndef GLLMK_VK_INTERNAL_H_
 #define GLLMK_VK_INTERNAL_H_
@@ -86,7 +89,7 @@ typedef struct vk_instance_api {
 #define VK_INSTANCE(n) PFN_##n n;
 #define VK_INSTANCE_EXT(n) PFN_##n n;
 #define VK_DEVICE(n)
-#include "vk_symbols.def"
+#include "symbols.def"
 } vk_instance_api;
 
 typedef struct vk_device_api {
@@ -94,7 +97,7 @@ typedef struct vk_device_api {
 #define VK_INSTANCE(n)
 #define VK_INSTANCE_EXT(n)
 #define VK_DEVICE(n) PFN_##n n;
-#include "vk_symbols.def"
+#include "symbols.def"
 } vk_device_api;
 
 extern const gllmk_plugin_host *vk_host;
@@ -124,7 +127,7 @@ typedef struct vk_physical {
    * bf16 -> f32 through VK_KHR_shader_bfloat16 (matmul_khr_bf16), each with
    * VK_KHR_SHARED of shared memory. */
   int coopmat_khr_f16, coopmat_khr_bf16;
-  int subgroup_shuffle; /* the native form and subgroupShuffleXor (paged_decode.comp) */
+  int subgroup_shuffle; /* the native form and subgroupShuffleXor (attention_paged_decode.comp) */
   uint32_t subgroup_size;
 } vk_physical;
 
@@ -163,7 +166,7 @@ enum {
 typedef enum vk_kernel {
 #define VK_KERNEL(name) VK_KERNEL_##name,
 #define VK_KERNEL_NATIVE(name) VK_KERNEL_##name,
-#include "vk_kernels.def"
+#include "kernels.def"
   VK_KERNEL_COUNT
 } vk_kernel;
 
@@ -217,7 +220,7 @@ typedef struct vk_frame {
   uint64_t arena_used;
 } vk_frame;
 
-/* Device timestamps (vk_timing.c): query pools of VK_MARKS_PER_POOL,
+/* Device timestamps (timing.c): query pools of VK_MARKS_PER_POOL,
  * added as marks need them and kept for the device's life. The entry points
  * are resolved at open, optional: without them, or on a queue family with
  * no timestamp bits, mark() answers GLLMK_ERR_UNSUPPORTED. */
@@ -262,17 +265,17 @@ struct gllmk_plugin_device {
   VkShaderModule modules[VK_KERNEL_COUNT];
   vk_pipeline_slot pipelines[VK_PIPELINE_SLOTS];
   gllmk_plugin_memory scratch; /* device-local work space of kernels (packed matmul operands) */
-  /* Device-local counters of workgroups arrived (argmax.comp), one word per
-   * row; every kernel that counts in them leaves them zero. */
+  /* Device-local counters of workgroups arrived (sample_argmax.comp), one
+   * word per row; every kernel that counts in them leaves them zero. */
   gllmk_plugin_memory arrivals;
   /* Set while native recordings refer to the current dev->scratch: it then
    * outlives its replacement until the last of them is freed. */
   struct vk_shared_memory *scratch_shared;
   /* Between record_begin and record_end: the recording that kernel launches
-   * go to instead of the frames (vk_record.c). */
+   * go to instead of the frames (record.c). */
   gllmk_plugin_recording *capture;
   /* Set while supports() runs an op function: launches are checked, not
-   * recorded, and nothing is reserved (vk_record.c). */
+   * recorded, and nothing is reserved (record.c). */
   int dry_run;
   vk_timestamps timestamps;
 };
@@ -436,14 +439,35 @@ static inline int64_t vk_numel(const gllmk_tensor *t) {
   return n;
 }
 
+/* ------------------------------------------------- elementwise_copy.comp */
+
+/* The copy kernel's interface, shared by the copy op (elementwise.c) and
+ * the device-to-device copies of memory.c (vk_copy_words): its workgroup
+ * size (that of every elementwise kernel), push constants and VARIANT
+ * values. */
+#define VK_ELEMENTWISE_GROUP 256
+
+typedef struct vk_copy_push {
+  uint32_t count, cols, out_offset, out_row_stride, src_offset, ndim, shape[8], stride[8];
+} vk_copy_push;
+
+enum { VK_COPY_STRIDED = 0, VK_COPY_DENSE8 = 1 };
+
+/* Workgroups for elementwise_copy.comp: one invocation per 8 elements when
+ * dense. */
+static inline uint64_t vk_copy_groups(const vk_copy_push *push, uint32_t variant) {
+  uint64_t items = variant == VK_COPY_DENSE8 ? push->count / 8 + push->count % 8 : push->count;
+  return vk_groups(items, VK_ELEMENTWISE_GROUP);
+}
+
 /* Copies `size` bytes (a multiple of 16, both offsets 16-byte aligned from
- * their binding start) between device buffers with copy.comp. */
+ * their binding start) between device buffers with elementwise_copy.comp. */
 gllmk_status vk_copy_words(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t dst_offset,
                            gllmk_plugin_memory *src, uint64_t src_offset, uint64_t size);
 
 /* ---------------------------------------------------------------- recordings */
 
-/* A native recording (vk_record.c): one command buffer, recorded once
+/* A native recording (record.c): one command buffer, recorded once
  * between record_begin and record_end and submitted by every replay, and
  * everything it refers to that the device would otherwise reuse or replace:
  * its descriptor sets (pools of VK_FRAME_SETS), the host-visible memory of
@@ -466,7 +490,7 @@ struct gllmk_plugin_recording {
   uint32_t scratch_count;
 };
 
-/* Capture-mode pieces of vk_call_run (vk_record.c): a descriptor set the
+/* Capture-mode pieces of vk_call_run (record.c): a descriptor set the
  * recording owns for a launch with these bindings (holding the scratch
  * space they use; refusing the per-frame arena), and the count of
  * commands recorded. */
@@ -509,9 +533,5 @@ gllmk_status vk_record_replay(gllmk_plugin_device *dev, gllmk_plugin_recording *
 void vk_record_free(gllmk_plugin_device *dev, gllmk_plugin_recording *rec);
 gllmk_status vk_mark(gllmk_plugin_device *dev, uint32_t *out_id);
 gllmk_status vk_marks_read(gllmk_plugin_device *dev, uint32_t count, uint64_t *out_ns);
-
-#define GLLMK_OP(name) \
-  gllmk_status vk_##name(gllmk_plugin_device *dev, const gllmk_##name##_args *args);
-#include "gllmk/gllmk_ops.def"
 
 #endif /* GLLMK_VK_INTERNAL_H_ */

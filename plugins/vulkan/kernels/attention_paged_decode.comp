@@ -1,9 +1,9 @@
 #version 450
-/* paged_decode.comp - paged_attention for batches of about one new token per
+/* attention_paged_decode.comp - paged_attention for batches of about one new token per
  * sequence (tokens <= batch: decode) as flash-decoding. VARIANT 0 splits
  * each token's keys over p.splits workgroups, which write partial results
  * (maximum, sum, unnormalised output) to a scratch buffer; VARIANT 1 merges
- * them into out. paged_attention.comp, one workgroup walking all of a
+ * them into out. attention_paged.comp, one workgroup walking all of a
  * sequence's keys, left most of the device idle there.
  *
  * Variant 0: workgroup (token t, y, split s) takes query heads
@@ -14,9 +14,10 @@
  * time, keep their own running maximum, sum and output per head (scores in
  * log2 units), and merge them through shared memory at the end.
  *
- * Device data is checked as paged_attention.comp does (paged.glsl). A row
- * whose keys are not all readable, and every row of a layout that does not
- * describe T tokens, leaves empty partials, which variant 1 writes as zeros.
+ * Device data is checked as attention_paged.comp does (attention_paged.glsl).
+ * A row whose keys are not all readable, and every row of a layout that does
+ * not describe T tokens, leaves empty partials, which variant 1 writes as
+ * zeros.
  *
  * Partials (binding 7, F32): row r = t * hq + h, split s at
  * (r * splits + s) * (head_dim + 2): the output's head_dim sums, then the
@@ -43,7 +44,7 @@ const uint IN_FLIGHT = 2u;
 const uint DIMS = 8u * WPL;         /* dims per lane */
 const uint HEAD_DIM = DIMS * LANES; /* = p.head_dim */
 
-#include "paged.glsl"
+#include "attention_paged.glsl"
 layout(std430, binding = 7) buffer Partials { float part[]; };
 
 shared float merge_max[KEY_GROUPS * HEADS], merge_sum[KEY_GROUPS * HEADS];

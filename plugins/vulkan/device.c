@@ -1,12 +1,12 @@
 /*
- * vk_device.c - opening a device, command frames, submission and
+ * device.c - opening a device, command frames, submission and
  * synchronisation with the device's error word.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "vk_internal.h"
+#include "internal.h"
 
 /* ------------------------------------------------------------ memory types */
 
@@ -371,7 +371,7 @@ static gllmk_status vk_create_device(gllmk_plugin_device *dev) {
 #define VK_INSTANCE(n)
 #define VK_INSTANCE_EXT(n)
 #define VK_DEVICE(n) missing |= !(dev->fn.n = (PFN_##n)vk_api.vkGetDeviceProcAddr(dev->device, #n));
-#include "vk_symbols.def"
+#include "symbols.def"
   if (missing) {
     /* vkDestroyDevice may be the one missing: leave the device to the driver. */
     if (dev->fn.vkDestroyDevice) {

@@ -1,8 +1,9 @@
 /*
- * paged.glsl - what paged_attention.comp and paged_decode.comp share: the
- * op's bindings 0-6 and push constants (the host's vk_paged_push; only
- * paged_decode.comp reads the last three), the cache slot of a key, and the
- * checks of the device data (as the cpu backend makes them).
+ * attention_paged.glsl - what attention_paged.comp and
+ * attention_paged_decode.comp share: the op's bindings 0-6 and push
+ * constants (the host's vk_paged_push; only attention_paged_decode.comp
+ * reads the last three), the cache slot of a key, and the checks of the
+ * device data (as the cpu backend makes them).
  */
 FLOAT_OUT(out, 0, DTYPE)
 FLOAT_IN(q, 1, DTYPE)

@@ -1,5 +1,5 @@
 /*
- * vk_pipeline.c - the embedded SPIR-V and the compute pipelines made from it.
+ * pipeline.c - the embedded SPIR-V and the compute pipelines made from it.
  *
  * A pipeline is one kernel with one set of specialisation constants (dtype,
  * variant, workgroup and tile sizes). Each is created once per device, on
@@ -9,28 +9,33 @@
  */
 #include <string.h>
 
-#include "vk_internal.h"
+#include "internal.h"
 
 #define VK_KERNEL(name)                                                         \
   extern const uint32_t vk_spv_##name##_native[], vk_spv_##name##_native_end[], \
       vk_spv_##name##_portable[], vk_spv_##name##_portable_end[];
 #define VK_KERNEL_NATIVE(name) \
   extern const uint32_t vk_spv_##name##_native[], vk_spv_##name##_native_end[];
-#include "vk_kernels.def"
+#include "kernels.def"
 
 typedef struct vk_kernel_blob {
   const char *name;
   const uint32_t *native, *native_end, *portable, *portable_end;
 } vk_kernel_blob;
 
-static const vk_kernel_blob vk_blobs[VK_KERNEL_COUNT] = {
-#define VK_KERNEL(name)                                                                    \
-  {#name, vk_spv_##name##_native, vk_spv_##name##_native_end, vk_spv_##name##_portable, \
-   vk_spv_##name##_portable_end},
+/* Indexed by the kernel's enum value (designated initializers), so an entry
+ * never depends on the order of kernels.def's lines; the assertion checks
+ * that the table has one entry per line. */
+#define VK_KERNEL(name)                                                                   \
+  [VK_KERNEL_##name] = {#name, vk_spv_##name##_native, vk_spv_##name##_native_end,        \
+                        vk_spv_##name##_portable, vk_spv_##name##_portable_end},
 #define VK_KERNEL_NATIVE(name) \
-  {#name, vk_spv_##name##_native, vk_spv_##name##_native_end, NULL, NULL},
-#include "vk_kernels.def"
+  [VK_KERNEL_##name] = {#name, vk_spv_##name##_native, vk_spv_##name##_native_end, NULL, NULL},
+static const vk_kernel_blob vk_blobs[] = {
+#include "kernels.def"
 };
+_Static_assert(sizeof vk_blobs / sizeof vk_blobs[0] == VK_KERNEL_COUNT,
+               "vk_blobs: one entry per kernel of kernels.def");
 
 const uint32_t *vk_kernel_spirv(vk_kernel kernel, int native, size_t *out_size) {
   const vk_kernel_blob *b = &vk_blobs[kernel];

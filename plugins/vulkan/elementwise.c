@@ -1,12 +1,17 @@
 /*
- * vk_ops_elementwise.c - copy, fill and the elementwise ops.
+ * elementwise.c - the elementwise family: copy (with a cast), fill, add,
+ * mul, mul_add, silu, gelu, add_gelu and swiglu. Kernels:
+ * kernels/elementwise_copy.comp (copy), kernels/elementwise_fill.comp
+ * (fill) and kernels/elementwise.comp (the arithmetic ops, one VARIANT
+ * each); kernels/elementwise_fill_bytes.comp serves memory.c's mem_fill
+ * alone. From below it takes the launch (vk_call_* of dispatch.c) and
+ * elementwise_copy.comp's push constants, variants and workgroup count
+ * (internal.h), which memory.c's vk_copy_words shares.
  */
 #include <math.h>
 #include <string.h>
 
-#include "vk_internal.h"
-
-#define VK_ELEMENTWISE_GROUP 256
+#include "ops.h"
 
 /* ------------------------------------------------------------------ copy */
 
@@ -34,24 +39,11 @@ static uint32_t vk_merge_dims(vk_call *call, const gllmk_tensor *t, uint32_t *sh
   return nd;
 }
 
-/* copy.comp's push constants and its VARIANT values. */
-typedef struct vk_copy_push {
-  uint32_t count, cols, out_offset, out_row_stride, src_offset, ndim, shape[8], stride[8];
-} vk_copy_push;
-
-enum { VK_COPY_STRIDED, VK_COPY_DENSE8 };
-
-/* Workgroups for copy.comp: one invocation per 8 elements when dense. */
-static uint64_t vk_copy_groups(const vk_copy_push *push, uint32_t variant) {
-  uint64_t items = variant == VK_COPY_DENSE8 ? push->count / 8 + push->count % 8 : push->count;
-  return vk_groups(items, VK_ELEMENTWISE_GROUP);
-}
-
 gllmk_status vk_copy(gllmk_plugin_device *dev, const gllmk_copy_args *args) {
   vk_copy_push push;
   memset(&push, 0, sizeof push);
   vk_call call;
-  vk_call_init(&call, dev, VK_KERNEL_copy, args->src->dtype, VK_ELEMENTWISE_GROUP);
+  vk_call_init(&call, dev, VK_KERNEL_elementwise_copy, args->src->dtype, VK_ELEMENTWISE_GROUP);
   call.key.dtype_out = (uint32_t)args->out->dtype;
   gllmk_plugin_rows o = gllmk_plugin_as_rows(args->out);
   push.count = vk_call_u32(&call, vk_numel(args->out), "the element count");
@@ -67,41 +59,6 @@ gllmk_status vk_copy(gllmk_plugin_device *dev, const gllmk_copy_args *args) {
     push.stride[0] = 1; /* a single element may have come with stride 0 */
   }
   return vk_call_run(&call, &push, sizeof push, vk_copy_groups(&push, call.key.variant), 1, 1);
-}
-
-gllmk_status vk_copy_words(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t dst_offset,
-                           gllmk_plugin_memory *src, uint64_t src_offset, uint64_t size) {
-  const VkPhysicalDeviceLimits *lim = &dev->phys->limits;
-  /* Each part is bound as one range, from its offset rounded down to the
-   * binding alignment, and copied as F16 elements (the bits unchanged). */
-  uint64_t part_max = lim->maxStorageBufferRange - lim->minStorageBufferOffsetAlignment;
-  if (part_max > UINT32_MAX) part_max = UINT32_MAX;
-  part_max &= ~(uint64_t)15;
-  while (size > 0) {
-    uint64_t part = size < part_max ? size : part_max;
-    vk_call call;
-    vk_call_init(&call, dev, VK_KERNEL_copy, GLLMK_F16, VK_ELEMENTWISE_GROUP);
-    call.key.variant = VK_COPY_DENSE8;
-    vk_call_memory(&call, 0, dst, dst_offset, part);
-    vk_call_memory(&call, 1, src, src_offset, part);
-    vk_copy_push push;
-    memset(&push, 0, sizeof push);
-    push.count = (uint32_t)(part / 2);
-    push.cols = push.count;
-    push.out_row_stride = push.count;
-    push.out_offset = (uint32_t)((dst_offset - call.bindings[0].offset) / 2);
-    push.src_offset = (uint32_t)((src_offset - call.bindings[1].offset) / 2);
-    push.ndim = 1;
-    push.shape[0] = push.count;
-    push.stride[0] = 1;
-    gllmk_status s =
-        vk_call_run(&call, &push, sizeof push, vk_copy_groups(&push, call.key.variant), 1, 1);
-    if (s != GLLMK_OK) return s;
-    dst_offset += part;
-    src_offset += part;
-    size -= part;
-  }
-  return GLLMK_OK;
 }
 
 /* ------------------------------------------------------------------ fill */
@@ -150,7 +107,7 @@ static uint32_t vk_fill_bits(int32_t dtype, float value) {
 
 gllmk_status vk_fill(gllmk_plugin_device *dev, const gllmk_fill_args *args) {
   vk_call call;
-  vk_call_init(&call, dev, VK_KERNEL_fill, args->out->dtype, VK_ELEMENTWISE_GROUP);
+  vk_call_init(&call, dev, VK_KERNEL_elementwise_fill, args->out->dtype, VK_ELEMENTWISE_GROUP);
   gllmk_plugin_rows o = gllmk_plugin_as_rows(args->out);
   struct {
     uint32_t count, cols, out_offset, out_row_stride, bits;
@@ -162,17 +119,17 @@ gllmk_status vk_fill(gllmk_plugin_device *dev, const gllmk_fill_args *args) {
 
 /* ----------------------------------------------------------- elementwise */
 
-/* VARIANT values of elementwise.comp. */
+/* VARIANT values of elementwise.comp: its OP_* constants. */
 enum {
-  VK_EW_ADD,
-  VK_EW_MUL,
-  VK_EW_MUL_ADD,
-  VK_EW_SILU,
-  VK_EW_GELU_ERF,
-  VK_EW_GELU_TANH,
-  VK_EW_ADD_GELU_ERF,
-  VK_EW_ADD_GELU_TANH,
-  VK_EW_SWIGLU,
+  VK_EW_ADD = 0,
+  VK_EW_MUL = 1,
+  VK_EW_MUL_ADD = 2,
+  VK_EW_SILU = 3,
+  VK_EW_GELU_ERF = 4,
+  VK_EW_GELU_TANH = 5,
+  VK_EW_ADD_GELU_ERF = 6,
+  VK_EW_ADD_GELU_TANH = 7,
+  VK_EW_SWIGLU = 8,
 };
 
 /* Row stride of an operand: 0 when it is 1-D and broadcast over a's rows. */

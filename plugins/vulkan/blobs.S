@@ -1,5 +1,5 @@
 /*
- * vk_blobs.S - embeds the committed SPIR-V modules (blobs/vulkan/) into the
+ * blobs.S - embeds the committed SPIR-V modules (blobs/vulkan/) into the
  * plugin. For each module: vk_spv_<name>_<form> .. vk_spv_<name>_<form>_end,
  * hidden, 4-byte aligned. The assembler finds the files through
  * -Wa,-I,blobs/vulkan (see plugin.mk).
@@ -23,6 +23,6 @@
 #define VK_KERNEL_NATIVE(name) VK_BLOB(vk_spv_##name##_native, name.spv)
 
   .section .rodata.gllmk_vulkan_spirv, "a"
-#include "vk_kernels.def"
+#include "kernels.def"
 
   .section .note.GNU-stack, "", @progbits

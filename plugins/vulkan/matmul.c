@@ -1,9 +1,17 @@
 /*
- * vk_ops_matmul.c - matmul.
+ * matmul.c - the matmul family: matmul (batched, b [N, K] or [K, N],
+ * alpha, beta, bias). Kernels: kernels/matmul_gemv.comp (a few rows of a),
+ * kernels/matmul_khr_f16.comp and matmul_khr_bf16.comp (tensor cores through
+ * VK_KHR_cooperative_matrix, kernels/matmul_khr.glsl), kernels/matmul_coop.comp
+ * (VK_NV_cooperative_matrix), both fed by kernels/matmul_pack.comp where the
+ * operands need a packed copy, and kernels/matmul.comp (the tiled path for
+ * everything else). From below it takes the launch (vk_call_* of
+ * dispatch.c), the device's scratch space (device.c) for packed operands,
+ * and what probe learned of the device's cooperative matrices (plugin.c).
  */
 #include <string.h>
 
-#include "vk_internal.h"
+#include "ops.h"
 
 /* The distance between matrices of a batched operand: the stride of its
  * innermost batch dim with extent > 1 (the core checks that they flatten). */
@@ -24,12 +32,12 @@ typedef struct vk_matmul_push {
 
 /* Tile of the plain kernel: BM x BN outputs, BK deep, TM x TN per invocation. */
 enum { VK_MM_BM = 64, VK_MM_BN = 64, VK_MM_BK = 16, VK_MM_TM = 4, VK_MM_TN = 4 };
-/* gemv.comp: at most GEMV_M rows of a; RN outputs per workgroup for b [N, K];
- * K in KSPLIT slices for b [K, N]. */
+/* matmul_gemv.comp: at most GEMV_M rows of a; RN outputs per workgroup for b
+ * [N, K]; K in KSPLIT slices for b [K, N]. */
 enum { VK_GEMV_M = 4, VK_GEMV_RN = 4, VK_GEMV_KSPLIT = 4, VK_GEMV_GROUP = 256 };
 
-/* Fills the push constants common to matmul.comp and gemv.comp and binds
- * out (0), a (1), b (2) and bias (3). */
+/* Fills the push constants common to matmul.comp and matmul_gemv.comp and
+ * binds out (0), a (1), b (2) and bias (3). */
 static vk_matmul_push vk_matmul_bind(vk_call *call, const gllmk_matmul_args *args) {
   const gllmk_tensor *a = args->a, *b = args->b, *out = args->out;
   int32_t nd = a->ndim;
@@ -73,7 +81,7 @@ static gllmk_status vk_matmul_tiled(gllmk_plugin_device *dev, const gllmk_matmul
 
 static gllmk_status vk_matmul_gemv(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
   vk_call call;
-  vk_call_init(&call, dev, VK_KERNEL_gemv, args->out->dtype, VK_GEMV_GROUP);
+  vk_call_init(&call, dev, VK_KERNEL_matmul_gemv, args->out->dtype, VK_GEMV_GROUP);
   int nk = args->b_layout == GLLMK_B_NK;
   call.key.variant = nk ? 0 : 1;
   vk_matmul_push p = vk_matmul_bind(&call, args);
@@ -106,13 +114,14 @@ static uint64_t vk_packed_layout(vk_packed *pk, uint64_t rows_p, uint64_t k_p, u
   return vk_round_up(pk->scale_at + pk->scale_bytes, align);
 }
 
-/* mm_pack.comp: `t` (rows of length K, or with transposed, K rows of `rows`)
- * into pk as dtype_out (F16 with per-row scales for a BF16 t, else a copy). */
+/* matmul_pack.comp: `t` (rows of length K, or with transposed, K rows of
+ * `rows`) into pk as dtype_out (F16 with per-row scales for a BF16 t, else a
+ * copy). */
 static gllmk_status vk_pack(gllmk_plugin_device *dev, const gllmk_tensor *t, int32_t dtype_out,
                             int transposed, uint64_t rows, uint64_t k, uint64_t k_p,
                             const vk_packed *pk) {
   vk_call call;
-  vk_call_init(&call, dev, VK_KERNEL_mm_pack, t->dtype, 256);
+  vk_call_init(&call, dev, VK_KERNEL_matmul_pack, t->dtype, 256);
   call.key.dtype_out = (uint32_t)dtype_out;
   call.key.variant = transposed ? 1 : 0;
   vk_call_memory(&call, 0, &dev->scratch, pk->data_at, pk->data_bytes);
@@ -205,7 +214,7 @@ static gllmk_status vk_matmul_coop(gllmk_plugin_device *dev, const gllmk_matmul_
  * the padded one (zeros).
  *
  * A transposed b gets rows of K rounded up to VK_PACK_TILE (more zeros the
- * kernel never reads): mm_pack.comp's transposing pass writes whole tiles
+ * kernel never reads): matmul_pack.comp's transposing pass writes whole tiles
  * of 32 K columns, so with rows of K rounded to 8 only, the last tile of
  * each row spilled zeros over the first columns of the next row (issue 20:
  * bf16 b [K, N] with K = 777 on NVIDIA's KHR path, 0.113 x max|ref| off;

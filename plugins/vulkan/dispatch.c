@@ -1,5 +1,5 @@
 /*
- * vk_dispatch.c - assembling and recording one kernel launch.
+ * dispatch.c - assembling and recording one kernel launch.
  *
  * Each tensor is bound from its byte offset rounded down to the device's
  * minStorageBufferOffsetAlignment, over just the bytes it spans, so element
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "vk_internal.h"
+#include "internal.h"
 
 void vk_call_init(vk_call *call, gllmk_plugin_device *dev, vk_kernel kernel, int32_t dtype,
                   uint32_t workgroup_size) {

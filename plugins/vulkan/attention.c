@@ -1,10 +1,18 @@
 /*
- * vk_ops_attention.c - attention and paged_attention (one shared flash loop,
- * kernels/attend.glsl), and attention on tensor cores (attention_khr.glsl).
+ * attention.c - the attention family: attention (causal or not, grouped
+ * kv heads, kv_lens, lse) and paged_attention (a block table over a paged
+ * kv cache). Kernels: kernels/attention.comp and kernels/attention_paged.comp
+ * (one shared flash loop, kernels/attention_attend.glsl),
+ * kernels/attention_khr_f16.comp and attention_khr_bf16.comp (attention on
+ * tensor cores, kernels/attention_khr.glsl) and
+ * kernels/attention_paged_decode.comp (paged decode as flash-decoding). From
+ * below it takes the launch (vk_call_* of dispatch.c), the device's scratch
+ * space (device.c) for decode's partial results, and what probe learned of
+ * the device's cooperative matrices and subgroups (plugin.c).
  */
 #include <string.h>
 
-#include "vk_internal.h"
+#include "ops.h"
 
 #define VK_ATTENTION_GROUP 128
 
@@ -123,8 +131,8 @@ gllmk_status vk_attention(gllmk_plugin_device *dev, const gllmk_attention_args *
                      (uint64_t)k->shape[2], (uint64_t)q->shape[0]);
 }
 
-/* The push constants of paged_attention.comp and paged_decode.comp (which
- * alone reads the last three). */
+/* The push constants of attention_paged.comp and attention_paged_decode.comp
+ * (which alone reads the last three). */
 typedef struct vk_paged_push {
   uint32_t tokens, batch, hq, head_dim, group;
   float scale;
@@ -163,13 +171,13 @@ static void vk_paged_bind(vk_call *call, const gllmk_paged_attention_args *args,
   p->lens_offset = vk_call_tensor(call, 6, args->seq_lens);
 }
 
-/* paged_decode.comp: workgroup size, and how many of its workgroups a
- * compute unit holds at once (NVIDIA H100: 64 registers an invocation for
- * 16-bit caches, 80 for F32). Keys are split so that every workgroup of
- * the dispatch is resident at once: a second, partial wave cost more than
- * shorter splits save (H100, bf16 / f32 B=16 L=4096, bf16 B=64 L=1024, us:
- * aiming at 16 workgroups per unit 146-148 / 235-242 / 141-143, at 8 151 /
- * 237 / 130, one wave 121-124 / 219-222 / 122-128). */
+/* attention_paged_decode.comp: workgroup size, and how many of its
+ * workgroups a compute unit holds at once (NVIDIA H100: 64 registers an
+ * invocation for 16-bit caches, 80 for F32). Keys are split so that every
+ * workgroup of the dispatch is resident at once: a second, partial wave cost
+ * more than shorter splits save (H100, bf16 / f32 B=16 L=4096, bf16 B=64
+ * L=1024, us: aiming at 16 workgroups per unit 146-148 / 235-242 / 141-143,
+ * at 8 151 / 237 / 130, one wave 121-124 / 219-222 / 122-128). */
 #define VK_DECODE_GROUP 128
 #define VK_DECODE_RESIDENT_16BIT 8
 #define VK_DECODE_RESIDENT_F32 6
@@ -179,9 +187,10 @@ static void vk_paged_bind(vk_call *call, const gllmk_paged_attention_args *args,
 #define VK_DECODE_HEADS 2
 #define VK_DECODE_WORDS_PER_LANE 2
 
-/* paged_decode.comp where it applies (at most one new token per sequence
- * on average, head_dim 8 * a power of two up to 256 and at most 16 *
- * subgroup size, q and the caches in 16-byte words); returns 0 elsewhere. */
+/* attention_paged_decode.comp where it applies (at most one new token per
+ * sequence on average, head_dim 8 * a power of two up to 256 and at most
+ * 16 * subgroup size, q and the caches in 16-byte words); returns 0
+ * elsewhere. */
 static int vk_paged_decode(gllmk_plugin_device *dev, const gllmk_paged_attention_args *args,
                            gllmk_status *status) {
   const vk_physical *phys = dev->phys;
@@ -195,7 +204,7 @@ static int vk_paged_decode(gllmk_plugin_device *dev, const gllmk_paged_attention
   uint32_t lanes = (uint32_t)words < phys->subgroup_size ? (uint32_t)words : phys->subgroup_size;
   if (words / lanes > VK_DECODE_WORDS_PER_LANE) return 0;
   vk_call call;
-  vk_call_init(&call, dev, VK_KERNEL_paged_decode, q->dtype, VK_DECODE_GROUP);
+  vk_call_init(&call, dev, VK_KERNEL_attention_paged_decode, q->dtype, VK_DECODE_GROUP);
   vk_paged_push p;
   vk_paged_bind(&call, args, &p);
   uint32_t heads = p.group < VK_DECODE_HEADS ? p.group : VK_DECODE_HEADS;
@@ -230,7 +239,7 @@ gllmk_status vk_paged_attention(gllmk_plugin_device *dev, const gllmk_paged_atte
   if (vk_paged_decode(dev, args, &s)) return s;
   const gllmk_tensor *q = args->q;
   vk_call call;
-  vk_call_init(&call, dev, VK_KERNEL_paged_attention, q->dtype, VK_ATTENTION_GROUP);
+  vk_call_init(&call, dev, VK_KERNEL_attention_paged, q->dtype, VK_ATTENTION_GROUP);
   vk_attention_tiles(&call, q->shape[2]);
   vk_paged_push p;
   vk_paged_bind(&call, args, &p);

@@ -1,5 +1,6 @@
 /*
- * vk_record.c - native recordings (a reused command buffer) and supports().
+ * record.c - native recordings (a reused command buffer). supports(), which
+ * runs an op in a dry run (dev->dry_run), is in plugin.c with the op table.
  *
  * Between record_begin and record_end the device is in capture mode
  * (dev->capture): vk_call_run records each launch into the recording's own
@@ -31,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vk_internal.h"
+#include "internal.h"
 
 /* Host-visible upload memory a recording takes at a time. */
 #define VK_RECORD_UPLOAD_CHUNK (64u << 10)
@@ -200,28 +201,4 @@ gllmk_status vk_record_replay(gllmk_plugin_device *dev, gllmk_plugin_recording *
 
 void vk_record_free(gllmk_plugin_device *dev, gllmk_plugin_recording *rec) {
   vk_recording_destroy(dev, rec);
-}
-
-/* --------------------------------------------------------------- supports */
-
-/* The op function itself in a dry run: every launch is assembled and
- * checked as the call would do (32-bit counts, strides and offsets, bound
- * ranges within maxStorageBufferRange, the paths chosen by the device's
- * features and limits), and nothing is recorded, reserved or written. So
- * the answer is exactly the op function's, and the op keeps its checks. */
-gllmk_status vk_supports(gllmk_plugin_device *dev, gllmk_op op, const void *args) {
-  gllmk_status s = GLLMK_OK;
-  dev->dry_run = 1;
-  switch (op) {
-#define GLLMK_OP(name)                                   \
-  case GLLMK_OP_##name:                                  \
-    s = vk_##name(dev, (const gllmk_##name##_args *)args); \
-    break;
-#include "gllmk/gllmk_ops.def"
-    default: break;
-  }
-  dev->dry_run = 0;
-  if (s == GLLMK_ERR_UNSUPPORTED || s == GLLMK_OK) return s;
-  /* Nothing else can come out of a dry run; were it to, the call decides. */
-  return GLLMK_OK;
 }

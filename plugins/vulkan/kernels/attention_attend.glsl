@@ -1,6 +1,6 @@
 /*
- * attend.glsl - the flash-attention loop shared by attention.comp and
- * paged_attention.comp.
+ * attention_attend.glsl - the flash-attention loop shared by attention.comp
+ * and attention_paged.comp.
  *
  * A workgroup owns up to BQ query rows that read the same kv head. The keys
  * are walked in tiles of BK: keys and values are staged in shared memory as

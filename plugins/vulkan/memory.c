@@ -1,15 +1,17 @@
 /*
- * vk_memory.c - device buffers and the transfers between host and device.
+ * memory.c - device buffers and the transfers between host and device.
  *
  * Writes go through the current frame's slice of the host-visible arena and
  * a vkCmdCopyBuffer recorded in order with the kernels, so a write returns
  * as soon as the bytes are in the arena. Reads wait for all queued work,
- * then copy through the arena in slices.
+ * then copy through the arena in slices. Copies and fills between device
+ * buffers launch the elementwise family's kernels elementwise_copy.comp and
+ * elementwise_fill_bytes.comp through dispatch.c (never the family's C).
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "vk_internal.h"
+#include "internal.h"
 
 static const VkBufferUsageFlags vk_tensor_usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
                                                   VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
@@ -83,8 +85,44 @@ gllmk_status vk_mem_read(gllmk_plugin_device *dev, gllmk_plugin_memory *src, uin
   return GLLMK_OK;
 }
 
+gllmk_status vk_copy_words(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t dst_offset,
+                           gllmk_plugin_memory *src, uint64_t src_offset, uint64_t size) {
+  const VkPhysicalDeviceLimits *lim = &dev->phys->limits;
+  /* Each part is bound as one range, from its offset rounded down to the
+   * binding alignment, and copied as F16 elements (the bits unchanged). */
+  uint64_t part_max = lim->maxStorageBufferRange - lim->minStorageBufferOffsetAlignment;
+  if (part_max > UINT32_MAX) part_max = UINT32_MAX;
+  part_max &= ~(uint64_t)15;
+  while (size > 0) {
+    uint64_t part = size < part_max ? size : part_max;
+    vk_call call;
+    vk_call_init(&call, dev, VK_KERNEL_elementwise_copy, GLLMK_F16, VK_ELEMENTWISE_GROUP);
+    call.key.variant = VK_COPY_DENSE8;
+    vk_call_memory(&call, 0, dst, dst_offset, part);
+    vk_call_memory(&call, 1, src, src_offset, part);
+    vk_copy_push push;
+    memset(&push, 0, sizeof push);
+    push.count = (uint32_t)(part / 2);
+    push.cols = push.count;
+    push.out_row_stride = push.count;
+    push.out_offset = (uint32_t)((dst_offset - call.bindings[0].offset) / 2);
+    push.src_offset = (uint32_t)((src_offset - call.bindings[1].offset) / 2);
+    push.ndim = 1;
+    push.shape[0] = push.count;
+    push.stride[0] = 1;
+    gllmk_status s =
+        vk_call_run(&call, &push, sizeof push, vk_copy_groups(&push, call.key.variant), 1, 1);
+    if (s != GLLMK_OK) return s;
+    dst_offset += part;
+    src_offset += part;
+    size -= part;
+  }
+  return GLLMK_OK;
+}
+
 /* Whether `offset` lies a multiple of 16 bytes after the binding start it
- * rounds down to (see vk_dispatch.c), as copy.comp's 16-byte words need. */
+ * rounds down to (see dispatch.c), as elementwise_copy.comp's 16-byte words
+ * need. */
 static int vk_word_aligned(const gllmk_plugin_device *dev, uint64_t offset) {
   uint64_t align = dev->phys->limits.minStorageBufferOffsetAlignment;
   return offset % 16 == 0 && (align == 0 || (offset - offset % align) % 16 == 0);
@@ -92,8 +130,9 @@ static int vk_word_aligned(const gllmk_plugin_device *dev, uint64_t offset) {
 
 /* Copies between device buffers run as a kernel where the offsets allow:
  * on an H200 through NVIDIA's driver 580, vkCmdCopyBuffer of 256 MiB moved
- * 846 GB/s (GPU timestamps), copy.comp about 4000 GB/s. The last size % 16
- * bytes, or an unaligned copy, go through vkCmdCopyBuffer. */
+ * 846 GB/s (GPU timestamps), elementwise_copy.comp about 4000 GB/s (with
+ * vk_copy_words above). The last size % 16 bytes, or an unaligned copy, go
+ * through vkCmdCopyBuffer. */
 gllmk_status vk_mem_copy(gllmk_plugin_device *dev, gllmk_plugin_memory *dst, uint64_t dst_offset,
                          gllmk_plugin_memory *src, uint64_t src_offset, uint64_t size) {
   uint64_t words = 0;
@@ -116,7 +155,7 @@ static gllmk_status vk_fill_partial_word(gllmk_plugin_device *dev, gllmk_plugin_
                                          uint64_t word_offset, uint32_t begin, uint32_t end,
                                          uint8_t value) {
   vk_call call;
-  vk_call_init(&call, dev, VK_KERNEL_fill_bytes, GLLMK_I32, 1);
+  vk_call_init(&call, dev, VK_KERNEL_elementwise_fill_bytes, GLLMK_I32, 1);
   vk_call_memory(&call, 0, dst, word_offset, 4);
   uint32_t mask = 0;
   for (uint32_t b = begin; b < end; b++) mask |= 0xffu << (8 * b);

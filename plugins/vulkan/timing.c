@@ -1,5 +1,5 @@
 /*
- * vk_timing.c - device timestamps for per-op timing (mark, marks_read).
+ * timing.c - device timestamps for per-op timing (mark, marks_read).
  *
  * A mark records a query reset and a vkCmdWriteTimestamp at
  * BOTTOM_OF_PIPE into the frame being recorded: the time once everything
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vk_internal.h"
+#include "internal.h"
 
 void vk_timestamps_init(gllmk_plugin_device *dev) {
   vk_timestamps *t = &dev->timestamps;
