@@ -2,7 +2,7 @@
  * hsa_codeobj.c - checks the code objects embedded in the hsa plugin
  * without an AMD GPU.
  *
- * The test links the plugin's own hsa_blobs.o (the very bytes the plugin
+ * The test links the plugin's own blobs.o (the very bytes the plugin
  * embeds), its target table and its kernel table (kernels/gk_kernels.def).
  * For every target it parses the ELF file and the AMDGPU metadata note
  * (MessagePack) and checks that each kernel the host dispatches is there,
@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gk_backend.h"
-#include "hsa_code_objects.h"
+#include "backend.h"
+#include "code_objects.h"
 #include "testlib.h"
 
 #define NT_AMDGPU_METADATA 32
@@ -262,7 +262,7 @@ static const mp_node *find_kernel(const mp_node *kernels, const char *name) {
   return NULL;
 }
 
-/* The explicit arguments the host writes (gk_backend.h): `buffers` global
+/* The explicit arguments the host writes (backend.h): `buffers` global
  * pointers at 0, 8, ..., then the params struct; anything after them must
  * be a hidden argument for which the host's zeros are right. */
 static void check_arguments(const char *target, const gk_kernel_info *info, const mp_node *k) {

@@ -18,8 +18,8 @@ HSA_POCL_PLUGIN := $(HSA_POCL_DIR)/gllmk-hsa-pocl.so
 # The code-object test links the plugin's own embedded blobs and tables
 # (and tests/testlib.c, for the common command line and Check runner).
 HSA_TEST_OBJS := $(B)/obj/tests/hsa_codeobj.o $(B)/obj/tests/testlib.o \
-                 $(B)/obj/plugins/hsa/hsa_blobs.o $(B)/obj/plugins/hsa/hsa_code_objects.o \
-                 $(B)/obj/plugins/hsa/gk_kernels.o
+                 $(B)/obj/plugins/hsa/blobs.o $(B)/obj/plugins/hsa/code_objects.o \
+                 $(B)/obj/plugins/hsa/kernels.o
 
 $(B)/obj/tests/hsa_codeobj.o: ALL_CFLAGS += -Iplugins/hsa
 $(B)/obj/tests/hsa_codeobj.o: | deps-check
@@ -33,8 +33,9 @@ $(HSA_TEST_BIN): $(HSA_TEST_OBJS) $(B)/lib/libgllmk.so
 # by the C preprocessor (-undef: no host macros; GK_OPENCL_SOURCE selects the
 # OpenCL C types of gk_params.h), embedded by pocl/pocl_source.S.
 HSA_POCL_SOURCE := $(B)/obj/plugins/hsa/pocl/gk_pocl.cl
+# The op code is the hsa plugin's own (HSA_OP_SRCS, plugin.mk).
 HSA_POCL_OBJS   := $(B)/obj/plugins/hsa/pocl/pocl_plugin.o $(B)/obj/plugins/hsa/pocl/pocl_source.o \
-                   $(B)/obj/plugins/hsa/hsa_ops.o $(B)/obj/plugins/hsa/gk_kernels.o
+                   $(HSA_OP_SRCS:%.c=$(B)/obj/%.o)
 
 $(HSA_POCL_SOURCE): $(HSA_KERNEL_SOURCES)
 	@mkdir -p $(dir $@)

@@ -10,14 +10,16 @@
  */
 #include "gk_common.h"
 
-#include "gk_memory.cl"
-#include "gk_eltwise.cl"
-#include "gk_norm.cl"
-#include "gk_rope.cl"
-#include "gk_gather.cl"
-#include "gk_matmul.cl"
-#include "gk_attention.cl"
-#include "gk_sample.cl"
+/* The memory layer's kernels, then one file per op family (each named
+ * like its host file: elementwise.cl <-> ../elementwise.c). */
+#include "memory.cl"
+#include "elementwise.cl"
+#include "norm.cl"
+#include "rope.cl"
+#include "gather.cl"
+#include "matmul.cl"
+#include "attention.cl"
+#include "sample.cl"
 
 #define GK_PARAMS_1 gk_ptr b0
 #define GK_PARAMS_2 GK_PARAMS_1, gk_ptr b1

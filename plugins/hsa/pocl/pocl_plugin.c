@@ -1,8 +1,10 @@
 /*
  * pocl_plugin.c - gllmk-hsa-pocl.so, a TEST-ONLY plugin: the hsa plugin's
- * kernels and op code (hsa_ops.c) run through OpenCL on PoCL, the CPU
- * OpenCL implementation, so that the conformance suite checks the kernel
- * math on a machine without an AMD GPU.
+ * kernels and op code (its family files elementwise.c ... sample.c, and
+ * memory.c, kernels.c) run through OpenCL on PoCL, the CPU OpenCL
+ * implementation, so that the conformance suite checks the kernel math on
+ * a machine without an AMD GPU. This file is its backend (backend.h) and
+ * descriptor.
  *
  * It is built under build/tests/, never installed and never put into the
  * plugin directory; tests load it through context options' plugin_dir.
@@ -24,7 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../gk_backend.h"
+#include "../backend.h"
+#include "../ops.h"
 
 /* The flattened kernel source, NUL-terminated (pocl_source.S). */
 extern const char gk_pocl_source[];

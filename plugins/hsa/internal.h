@@ -1,5 +1,7 @@
 /*
- * hsa_internal.h - the hsa plugin's shared declarations.
+ * internal.h - the HSA runtime backend's shared declarations (runtime.c,
+ * device.c, dispatch.c, plugin.c); the op code (ops.h, launch.h) does not
+ * see them.
  *
  * The plugin loads libhsa-runtime64.so.1 with dlopen and uses the HSA
  * runtime only: agents and their ISAs, AMD memory pools, code objects
@@ -14,13 +16,13 @@
 #include <hsa/hsa_ext_amd.h>
 #include <stdint.h>
 
-#include "gk_backend.h"
-#include "hsa_code_objects.h"
+#include "backend.h"
+#include "code_objects.h"
 
 /* The runtime's functions, filled by hsa_runtime_load(). */
 typedef struct hsa_api {
 #define HSA_SYMBOL(name) __typeof__(name) *name;
-#include "hsa_symbols.def"
+#include "symbols.def"
 } hsa_api;
 extern hsa_api hsa;
 
@@ -80,16 +82,16 @@ struct gllmk_plugin_device {
   volatile hsa_status_t queue_error;
 };
 
-/* hsa_runtime.c */
+/* runtime.c */
 gllmk_status hsa_probe(const gllmk_plugin_host *host, uint32_t *out_count, char *reason,
                        size_t reason_size);
 gllmk_status hsa_device_info(uint32_t index, gllmk_device_info *out_info);
 void hsa_describe(char *text, size_t text_size);
 
-/* hsa_dispatch.c: until no packet is pending (or the queue failed). */
+/* dispatch.c: until no packet is pending (or the queue failed). */
 gllmk_status hsa_wait_idle(gllmk_plugin_device *device);
 
-/* hsa_device.c, hsa_dispatch.c */
+/* device.c, dispatch.c */
 gllmk_status hsa_open(const gllmk_plugin_open_options *options, gllmk_plugin_device **out_device);
 void hsa_close(gllmk_plugin_device *device);
 gllmk_status hsa_synchronize(gllmk_plugin_device *device);

@@ -1,12 +1,13 @@
 /*
- * gk_backend.h - the seam between the op code (hsa_ops.c), which turns a
- * validated gllmk op into kernel launches, and the host backend that runs
- * them: the HSA runtime in gllmk-hsa.so, or OpenCL on PoCL in the test-only
- * gllmk-hsa-pocl.so. Both run the same kernels (kernels/gk_kernels.def)
- * with the same arguments.
+ * backend.h - the seam between the op code (the family files
+ * elementwise.c ... sample.c, and memory.c), which turns a validated gllmk
+ * call into kernel launches, and the host backend that runs them: the HSA
+ * runtime in gllmk-hsa.so (device.c, dispatch.c), or OpenCL on PoCL in the
+ * test-only gllmk-hsa-pocl.so (pocl/). Both run the same kernels
+ * (kernels/gk_kernels.def) with the same arguments.
  */
-#ifndef GLLMK_HSA_GK_BACKEND_H_
-#define GLLMK_HSA_GK_BACKEND_H_
+#ifndef GLLMK_HSA_BACKEND_H_
+#define GLLMK_HSA_BACKEND_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +20,26 @@ typedef enum gk_kernel_id {
 #include "kernels/gk_kernels.def"
   GK_KERNEL_COUNT
 } gk_kernel_id;
+
+/* The f32 kernel of each GK_FLOAT_KERNEL row, as a type of its own, so that
+ * variant() (launch.h) takes nothing else: GK_FLOAT_<name>. */
+typedef enum gk_float_kernel {
+#define GK_KERNEL(name, buffers, params, wg, lds)
+#define GK_FLOAT_KERNEL(name, buffers, params, wg, lds) GK_FLOAT_##name = GK_KERNEL_##name##_f32,
+#include "kernels/gk_kernels.def"
+} gk_float_kernel;
+
+/* variant() picks a float kernel's variant as f32 id + dtype. Proven here
+ * for every GK_FLOAT_KERNEL row: its f16 and bf16 kernels follow its f32
+ * kernel at the distance of their gllmk_dtype. */
+_Static_assert(GLLMK_F32 == 0 && GLLMK_F16 == 1 && GLLMK_BF16 == 2,
+               "gllmk_dtype codes of the float variants");
+#define GK_KERNEL(name, buffers, params, wg, lds)
+#define GK_FLOAT_KERNEL(name, buffers, params, wg, lds)                              \
+  _Static_assert(GK_KERNEL_##name##_f16 == GK_KERNEL_##name##_f32 + GLLMK_F16 &&    \
+                     GK_KERNEL_##name##_bf16 == GK_KERNEL_##name##_f32 + GLLMK_BF16, \
+                 "gk_kernels.def: the variants of " #name " are not f32 + dtype");
+#include "kernels/gk_kernels.def"
 
 /* What the host needs to know about a kernel; the code-object test checks
  * the compiled kernels against the same table. */
@@ -63,24 +84,20 @@ gllmk_status gk_backend_launch(gllmk_plugin_device *device, const gk_launch *lau
  * kernels that check ids, slots and tables read from device memory. */
 gllmk_plugin_memory *gk_backend_error_memory(gllmk_plugin_device *device);
 
-/* -------------------------------------------- provided by hsa_ops.c */
+/* ------------------- for both backends, not ops (memory.c, kernels.c) */
 
-/* The message for a non-zero error word (gk_raise in the kernels). */
+/* kernels.c: the message for a non-zero error word (gk_raise in the
+ * kernels). */
 void gk_describe_error(const uint32_t words[GK_ERROR_WORDS], char *text, size_t text_size);
 
+/* memory.c: the memory layer's copy and fill, as kernel launches
+ * (kernels/memory.cl). */
 gllmk_status gk_mem_copy(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
                          uint64_t dst_offset, gllmk_plugin_memory *src, uint64_t src_offset,
                          uint64_t size);
 gllmk_status gk_mem_fill(gllmk_plugin_device *device, gllmk_plugin_memory *dst, uint64_t offset,
                          uint64_t size, uint8_t value);
 
-/* One function per op, gk_<op>; a descriptor fills its op table with
- *   .ops = {
- *   #define GLLMK_OP(name) .name = gk_##name,
- *   #include "gllmk/gllmk_ops.def"
- *   },                                                                     */
-#define GLLMK_OP(name) \
-  gllmk_status gk_##name(gllmk_plugin_device *device, const gllmk_##name##_args *args);
-#include "gllmk/gllmk_ops.def"
+/* The ops themselves, one function per op in its family file: ops.h. */
 
-#endif /* GLLMK_HSA_GK_BACKEND_H_ */
+#endif /* GLLMK_HSA_BACKEND_H_ */

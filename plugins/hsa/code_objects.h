@@ -1,6 +1,6 @@
 /*
- * hsa_code_objects.h - the code objects embedded in the hsa plugin, one
- * per target of hsa_targets.def (hsa_blobs.S).
+ * code_objects.h - the code objects embedded in the hsa plugin, one
+ * per target of targets.def (blobs.S).
  */
 #ifndef GLLMK_HSA_CODE_OBJECTS_H_
 #define GLLMK_HSA_CODE_OBJECTS_H_

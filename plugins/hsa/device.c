@@ -1,5 +1,5 @@
 /*
- * hsa_device.c - a device (one per context): memory pools, the executable
+ * device.c - a device (one per context): memory pools, the executable
  * made from the agent's code object, the queue, signals, and memory.
  *
  * Memory: buffers and the kernels' error word come from the GPU's
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsa_internal.h"
+#include "internal.h"
 
 /* ------------------------------------------------------------ pools */
 

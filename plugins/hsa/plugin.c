@@ -1,14 +1,17 @@
 /*
- * hsa_plugin.c - the descriptor of gllmk-hsa.so (ROCm through the HSA
- * runtime). Probe and device queries live in hsa_runtime.c, the device in
- * hsa_device.c and hsa_dispatch.c, the ops in hsa_ops.c.
+ * plugin.c - the descriptor and entry point of gllmk-hsa.so (ROCm through
+ * the HSA runtime). Probe and device queries live in runtime.c, the device
+ * in device.c and dispatch.c, mem_copy/mem_fill in memory.c, and the ops
+ * in their family files (ops.h lists them): elementwise.c, norm.c, rope.c,
+ * gather.c, matmul.c, attention.c, sample.c.
  */
 #include <pthread.h>
 #include <stdio.h>
 
-#include "hsa_internal.h"
+#include "internal.h"
+#include "ops.h"
 
-/* hsa_probe (hsa_runtime.c) runs once per load of the plugin, under a lock;
+/* hsa_probe (runtime.c) runs once per load of the plugin, under a lock;
  * later probes repeat its answer. It sets gk_host, the runtime's function
  * table and the GPU list, which ops of open devices read without a lock
  * while other threads create contexts and so probe again (issue 20): none

@@ -1,5 +1,5 @@
 /*
- * hsa_dispatch.c - kernel launches as AQL kernel-dispatch packets, and
+ * dispatch.c - kernel launches as AQL kernel-dispatch packets, and
  * waiting for them.
  *
  * Every packet has the barrier bit set, so the packet processor starts it
@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "hsa_internal.h"
+#include "internal.h"
 
 /* Wait in slices of this many runtime timestamp ticks (a hint), checking
  * the queue's error state in between. */
@@ -36,7 +36,7 @@ gllmk_plugin_memory *gk_backend_error_memory(gllmk_plugin_device *d) {
   return (gllmk_plugin_memory *)(void *)d->error_word;
 }
 
-/* The explicit arguments (gk_backend.h): pointers, then the params. */
+/* The explicit arguments (backend.h): pointers, then the params. */
 static void write_kernargs(unsigned char *args, const hsa_kernel *kernel,
                            const gk_kernel_info *info, const gk_launch *launch) {
   memset(args, 0, kernel->kernarg_size); /* hidden arguments, if any, stay 0 */

@@ -1,7 +1,8 @@
 /*
- * gk_attention.cl - attention of one query row per work-group, over its
- * keys in blocks of GK_WG_ATTENTION with an online softmax (running max m,
- * running sum l, output rescaled when m grows), all in F32.
+ * attention.cl (host: attention.c) - attention of one query row per
+ * work-group, over its keys in blocks of GK_WG_ATTENTION with an online
+ * softmax (running max m, running sum l, output rescaled when m grows), all
+ * in F32.
  *
  * Work-item t scores key t of a block (a dot product over D with the query
  * row held in work-group memory) and owns output features t, t + 64,

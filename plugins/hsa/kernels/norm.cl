@@ -1,7 +1,7 @@
 /*
- * gk_norm.cl - row reductions, one work-group per row: rmsnorm, add_rmsnorm,
- * layernorm, softmax. Each work-item reads and writes the same columns in
- * every pass, so out may be x (in place).
+ * norm.cl (host: norm.c) - row reductions, one work-group per row:
+ * rmsnorm, add_rmsnorm, layernorm, softmax. Each work-item reads and writes
+ * the same columns in every pass, so out may be x (in place).
  */
 
 #define GK_ROW_AT(i, r) (p.off[i] + (r) * p.row_stride[i] * (long)(dt == GK_F32 ? 4 : 2))

@@ -1,5 +1,6 @@
 /*
- * gk_sample.cl - argmax and sample, one work-group per row of logits.
+ * sample.cl (host: sample.c) - argmax and sample, one work-group per row
+ * of logits.
  *
  * Sampling follows gllmk.h and tests/reference.c: softmax(logits / T), then
  * top-k, top-p and min-p, each keeping a prefix of the tokens ordered by

@@ -1,8 +1,9 @@
 /*
- * gk_gather.cl - embedding (rows of a table picked by ids) and kv_append
- * (rows written into a paged cache at slots). Both copy elements bit for
- * bit. Ids and slots come from device memory, so they are checked here:
- * a bad one is never used as an address, and raises the error word.
+ * gather.cl (host: gather.c) - embedding (rows of a table picked by ids)
+ * and kv_append (rows written into a paged cache at slots). Both copy
+ * elements bit for bit. Ids and slots come from device memory, so they are
+ * checked here: a bad one is never used as an address, and raises the
+ * error word.
  */
 
 /* Copies element si of src to element di of dst, both of dtype dt. */

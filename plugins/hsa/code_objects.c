@@ -1,19 +1,19 @@
 /*
- * hsa_code_objects.c - the table of embedded code objects and the choice
+ * code_objects.c - the table of embedded code objects and the choice
  * of one by ISA name.
  */
-#include "hsa_code_objects.h"
+#include "code_objects.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define HSA_TARGET(target) \
   extern const unsigned char hsa_blob_##target[], hsa_blob_##target##_end[];
-#include "hsa_targets.def"
+#include "targets.def"
 
 const hsa_code_object hsa_code_objects[] = {
 #define HSA_TARGET(target) {#target, hsa_blob_##target, hsa_blob_##target##_end},
-#include "hsa_targets.def"
+#include "targets.def"
 };
 const size_t hsa_code_object_count = sizeof hsa_code_objects / sizeof hsa_code_objects[0];
 

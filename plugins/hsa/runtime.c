@@ -1,5 +1,5 @@
 /*
- * hsa_runtime.c - loading the HSA runtime and finding GPU agents (probe,
+ * runtime.c - loading the HSA runtime and finding GPU agents (probe,
  * device_info, describe).
  *
  * The runtime is opened once with dlopen and stays loaded: the ROCm runtime
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hsa_internal.h"
+#include "internal.h"
 
 hsa_api hsa;
 const gllmk_plugin_host *gk_host;
@@ -42,7 +42,7 @@ gllmk_status hsa_fail(const char *call, hsa_status_t status) {
   return gk_host->fail(code, "hsa: %s: %s", call, hsa_status_name(status, name, sizeof name));
 }
 
-/* dlopen + dlsym of every function in hsa_symbols.def. */
+/* dlopen + dlsym of every function in symbols.def. */
 static int load_library(char *reason, size_t reason_size) {
   if (library) return 1;
   void *handle = dlopen(HSA_LIBRARY, RTLD_NOW | RTLD_LOCAL);
@@ -59,7 +59,7 @@ static int load_library(char *reason, size_t reason_size) {
     dlclose(handle);                                                                   \
     return 0;                                                                          \
   }
-#include "hsa_symbols.def"
+#include "symbols.def"
   hsa = api;
   library = handle;
   return 1;

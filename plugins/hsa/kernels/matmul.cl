@@ -1,5 +1,6 @@
 /*
- * gk_matmul.cl - out[b] = alpha a[b] op(b[b]) + beta out[b] (+ bias).
+ * matmul.cl (host: matmul.c) - out[b] = alpha a[b] op(b[b]) + beta out[b]
+ * (+ bias).
  *
  * gk_matmul: 64 x 64 tiles of out per work-group, stepping 16 deep through
  * K with both operand tiles staged (as F32) in work-group memory; each of

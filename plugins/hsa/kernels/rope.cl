@@ -1,8 +1,9 @@
 /*
- * gk_rope.cl - rotary embedding. One work-group per token: each work-item
- * computes the angles of its pairs once (in double, see gk_sincos) and turns
- * that pair in every head. Features past rotary_dim are copied. Pair j's
- * frequency is theta^(-2j / rotary_dim), or the caller's inv_freq[j].
+ * rope.cl (host: rope.c) - rotary embedding. One work-group per token:
+ * each work-item computes the angles of its pairs once (in double, see
+ * gk_sincos) and turns that pair in every head. Features past rotary_dim
+ * are copied. Pair j's frequency is theta^(-2j / rotary_dim), or the
+ * caller's inv_freq[j].
  */
 
 /* out, x, positions, inv_freq (or null) */

@@ -1,5 +1,5 @@
 /*
- * hsa_blobs.S - embeds the committed code objects (blobs/hsa/<target>.co)
+ * blobs.S - embeds the committed code objects (blobs/hsa/<target>.co)
  * into the plugin: hsa_blob_<target> .. hsa_blob_<target>_end, hidden,
  * 64-byte aligned. The assembler finds the files through -Wa,-I,blobs/hsa
  * (see plugin.mk).
@@ -18,6 +18,6 @@
   hsa_blob_##target##_end:;
 
   .section .rodata.gllmk_hsa_code_objects, "a"
-#include "hsa_targets.def"
+#include "targets.def"
 
   .section .note.GNU-stack, "", @progbits
