@@ -1,7 +1,7 @@
 #version 450
 /* sample: one token per row of logits.
  *
- * Follows the cpu backend's definition (plugins/cpu/cpu_sample.c) in F32:
+ * Follows the cpu backend's definition (plugins/cpu/sample.c) in F32:
  * y = logits / temperature (NaN -> -inf); the filters keep the largest y:
  *   top_k  the k largest (ties with the k-th are kept too),
  *   top_p  then the fewest largest whose probability mass within the top_k
