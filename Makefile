@@ -20,6 +20,9 @@ INCLUDEDIR   ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 PLUGINDIR    := $(LIBDIR)/gllmk
 DOCDIR       ?= $(PREFIX)/share/doc/gllmk
+# The Python package (tools/python/gllmk): Debian's path for modules of
+# every python3 version.
+PYTHONDIR    ?= $(PREFIX)/lib/python3/dist-packages
 DESTDIR      ?=
 
 # SANITIZE=1: AddressSanitizer + UBSan; SANITIZE=thread: ThreadSanitizer
@@ -224,6 +227,14 @@ install-tools: tools
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 0755 $(TOOLS:%=$(B)/bin/%) $(DESTDIR)$(BINDIR)/
 
+# Pure Python (ctypes), nothing to build; _paths.py tells it where LIBDIR is.
+.PHONY: install-python
+install-python:
+	install -d $(DESTDIR)$(PYTHONDIR)/gllmk
+	install -m 0644 tools/python/gllmk/*.py $(DESTDIR)$(PYTHONDIR)/gllmk/
+	printf 'LIBDIR = "%s"\n' '$(LIBDIR)' > $(DESTDIR)$(PYTHONDIR)/gllmk/_paths.py
+	chmod 0644 $(DESTDIR)$(PYTHONDIR)/gllmk/_paths.py
+
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libgllmk.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(CORE_SONAME) \
 	      $(DESTDIR)$(LIBDIR)/libgllmk.so $(DESTDIR)$(PKGCONFIGDIR)/gllmk.pc
@@ -232,6 +243,7 @@ uninstall:
 	rm -f $(PLUGINS:%=$(DESTDIR)$(PLUGINDIR)/gllmk-%.so)
 	rm -f $(TOOLS:%=$(DESTDIR)$(BINDIR)/%)
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/gllmk
+	rm -rf $(DESTDIR)$(PYTHONDIR)/gllmk
 	-rmdir $(DESTDIR)$(PLUGINDIR) 2>/dev/null
 
 clean:

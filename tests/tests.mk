@@ -169,6 +169,10 @@ RUN_DEPFILES := $(patsubst %.o,%.d,$(filter $(B)/obj/%.o,$(CORE_OBJS) \
 CHECK_SCRIPTS := 'sh tools/check-blob-manifests.sh' \
                  'sh tools/check-header-packages.sh $(B) $(RUN_DEPFILES)' \
                  $(if $(filter cuda,$(PLUGINS)),'sh tests/cuda-fatbin-test.sh $(B)/bin')
+# The Python package (tools/python/gllmk) with pytest: every op against NumPy
+# on cpu and vulkan, errors, leaks, the generator, traces (tests/python). Not
+# in sanitizer builds: Python cannot load their libraries.
+CHECK_SCRIPTS += $(if $(filter 1 thread,$(SANITIZE)),,'sh tests/python/run-tests.sh $(B)')
 
 # Dependencies first, then a sub-make: on a fresh machine the build itself
 # needs packages (Check, the Vulkan and HSA headers) that ensure-deps installs.

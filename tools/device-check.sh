@@ -6,6 +6,8 @@
 #      from a recording (CUDA graphs);
 #   3. ABI v2 interop against PyTorch (tests/device/cuda_interop.py: its
 #      stream, its memory wrapped and through DLPack, a CUDA graph, timing);
+#      the Python package's tests (tests/python, PyTorch CUDA tensors in
+#      test_torch.py: ops, a non-default stream, per-call overhead);
 #      the conformance suite again (quick sizes) under compute-sanitizer
 #      memcheck and racecheck;
 #   4. gllmk-bench --backend cuda (JSON);
@@ -126,6 +128,15 @@ if wants cuda; then
   # (which survives between calls on one machine), the vulkan / cuda table.
   step "cuda interop with PyTorch" "$out/cuda-interop.txt" \
     env PYTHONUNBUFFERED=1 python3 tests/device/cuda_interop.py build/lib
+  # The Python package (tools/python/gllmk): tests/python, whose
+  # test_torch.py runs every op on PyTorch CUDA tensors, the ordering on a
+  # non-default stream and the per-call overhead (the rest runs on cpu, and
+  # on vulkan where its plugin works). Without pytest, test_torch.py alone.
+  step "python tests (PyTorch, cuda)" "$out/python-tests.txt" \
+    env PYTHONPATH=tools/python GLLMK_LIBRARY_DIR="$PWD/build/lib" PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 sh -c 'if python3 -c "import pytest" 2>/dev/null; then
+      python3 -m pytest tests/python -x -q -rs -p no:cacheprovider
+    else python3 tests/python/test_torch.py build/lib; fi'
   step "gllmk-bench recordings row" "$out/bench-recording.txt" \
     build/bin/gllmk-bench --backend cuda --filter recording
   step "gllmk-bench --backend cuda" "$cuda_bench" sh -c "$bench_json" _ cuda $quick

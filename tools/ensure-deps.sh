@@ -16,9 +16,11 @@ BUILD_PACKAGES="gcc make pkg-config libc6-dev libvulkan-dev libhsa-runtime-dev l
 # (the vulkan conformance run), PoCL and the OpenCL headers (<CL/cl.h>: the
 # test-only plugin that runs the hsa kernels on the CPU, plugins/hsa/pocl),
 # OpenBLAS (gllmk-bench's reference), valgrind (make check-valgrind), clang
-# and its runtime libraries (a libFuzzer target and a ThreadSanitizer build).
+# and its runtime libraries (a libFuzzer target and a ThreadSanitizer build),
+# NumPy and pytest for Debian's python3 (the Python package's tests).
 CHECK_PACKAGES="$BUILD_PACKAGES check libvulkan1 mesa-vulkan-drivers pocl-opencl-icd \
-ocl-icd-libopencl1 opencl-c-headers libopenblas0 valgrind clang libclang-rt-14-dev"
+ocl-icd-libopencl1 opencl-c-headers libopenblas0 valgrind clang libclang-rt-14-dev \
+python3-numpy python3-pytest"
 
 list=false
 if [ "${1:-}" = list ]; then

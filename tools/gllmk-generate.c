@@ -21,6 +21,7 @@
 
 #include "gllmk/gllmk.h"
 #include "gllmk/gllmk_model.h"
+#include "bench/gllmk_trace.h"
 
 /* --logits-out writes host floats as they are: the file format is little-endian. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -53,7 +54,7 @@ enum {
 #define PROMPT_SEED 0x9e3779b97f4a7c15ull
 
 typedef struct options {
-  const char *model_dir, *synthetic, *backend, *logits_out;
+  const char *model_dir, *synthetic, *backend, *logits_out, *trace;
   int32_t dtype; /* -1: the checkpoint's */
   uint64_t seed_weights;
   int32_t *prompt_ids; /* NULL: prompt_len ids drawn from a fixed PRNG */
@@ -68,6 +69,7 @@ typedef struct options {
 typedef struct generator {
   const options *o;
   gllmk_context *ctx;
+  gllmk_trace *trace;          /* --trace: every op of the run */
   gllmk_model *model;
   gllmk_session *session;
   gllmk_device_info device;
@@ -131,7 +133,7 @@ static void usage(FILE *out) {
         "   [--prompt-ids 1,2,3 | --prompt-len N] [--batch B] [--max-new N]\n"
         "   [--temperature T] [--top-k K] [--top-p P] [--min-p M] [--seed S]\n"
         "   [--cache-tokens N] [--max-batch-tokens N]\n"
-        "   [--json] [--logits-out FILE] [--quiet] [--help]\n"
+        "   [--json] [--logits-out FILE] [--trace FILE] [--quiet] [--help]\n"
         "\n"
         "Generates --max-new tokens for each of B copies of one prompt (default: 16\n"
         "fixed pseudo-random ids) and reports load, prefill, time to first token and\n"
@@ -140,7 +142,9 @@ static void usage(FILE *out) {
         "Temperature 0 (the default) is greedy; sequence i samples with seed S + i.\n"
         "--dtype defaults to the checkpoint's (bf16 for --synthetic). --logits-out\n"
         "writes little-endian float32 [max_new, batch, vocab]: the logits each\n"
-        "generated token came from.\n"
+        "generated token came from. --trace writes a Chrome trace (Perfetto,\n"
+        "chrome://tracing) of every op with its device time, by phase (load,\n"
+        "prefill, decode step N).\n"
         "Exit status: 0 on success, 1 on an error, 2 on bad usage.\n",
         out);
 }
@@ -212,6 +216,7 @@ enum {
   OPT_MODEL = 256, OPT_SYNTHETIC, OPT_BACKEND, OPT_DTYPE, OPT_SEED_WEIGHTS, OPT_PROMPT_IDS,
   OPT_PROMPT_LEN, OPT_BATCH, OPT_MAX_NEW, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P,
   OPT_SEED, OPT_CACHE_TOKENS, OPT_MAX_BATCH_TOKENS, OPT_JSON, OPT_LOGITS_OUT, OPT_QUIET, OPT_HELP,
+  OPT_TRACE,
 };
 
 /* Applies one option with a value; 0, or -1 if the value is bad. */
@@ -222,6 +227,7 @@ static int set_option(options *o, int opt, const char *value) {
   case OPT_SYNTHETIC: o->synthetic = value; return 0;
   case OPT_BACKEND: o->backend = value; return 0;
   case OPT_LOGITS_OUT: o->logits_out = value; return 0;
+  case OPT_TRACE: o->trace = value; return 0;
   case OPT_DTYPE: return parse_dtype(value, &o->dtype);
   case OPT_SEED_WEIGHTS: return parse_uint(value, UINT64_MAX, &o->seed_weights);
   case OPT_PROMPT_IDS: return parse_prompt_ids(value, o);
@@ -263,6 +269,7 @@ static int parse_options(int argc, char **argv, options *o) {
       {"max-batch-tokens", required_argument, NULL, OPT_MAX_BATCH_TOKENS},
       {"json", no_argument, NULL, OPT_JSON},
       {"logits-out", required_argument, NULL, OPT_LOGITS_OUT},
+      {"trace", required_argument, NULL, OPT_TRACE},
       {"quiet", no_argument, NULL, OPT_QUIET},
       {"help", no_argument, NULL, OPT_HELP},
       {NULL, 0, NULL, 0},
@@ -352,6 +359,8 @@ static int open_context(generator *g) {
   gllmk_context_options context_options = {.backend = g->o->backend};
   if (gllmk_context_create(&context_options, &g->ctx)) return fail("cannot create a context");
   if (gllmk_context_device_info(g->ctx, &g->device)) return fail("cannot read the device's info");
+  if (g->o->trace && !(g->trace = gllmk_trace_open(g->ctx, g->o->trace, PROGRAM)))
+    return -1; /* gllmk_trace_open said why */
   return 0;
 }
 
@@ -403,6 +412,7 @@ static int measure_copy(generator *g) {
 static int load_model(generator *g) {
   const options *o = g->o;
   progress_bar bar = {0};
+  gllmk_trace_phase(g->trace, "load");
   gllmk_model_load_options load = {
       .struct_size = sizeof load,
       .path = o->model_dir,
@@ -498,6 +508,7 @@ static int setup(generator *g) {
 }
 
 static void generator_free(generator *g) {
+  if (g->trace) gllmk_trace_close(g->trace); /* a failed run: what was traced */
   gllmk_buffer_free(g->logits_buffer);
   gllmk_session_destroy(g->session);
   gllmk_model_free(g->model);
@@ -588,10 +599,14 @@ static int decode_step(generator *g, uint32_t step) {
  * bracket finished work; writing --logits-out is left out of the times. */
 static int generate(generator *g) {
   double start = now_seconds();
+  gllmk_trace_phase(g->trace, "prefill");
   if (prefill(g)) return -1;
   g->prefill_seconds = now_seconds() - start;
   if (write_logits(g)) return -1;
   for (uint32_t step = 1; step < g->max_new; step++) {
+    char phase[32];
+    snprintf(phase, sizeof phase, "decode step %u", step);
+    gllmk_trace_phase(g->trace, phase);
     start = now_seconds();
     if (decode_step(g, step)) return -1;
     g->decode_seconds += now_seconds() - start;
@@ -729,6 +744,13 @@ int main(int argc, char **argv) {
   }
   generator g = {.o = &o};
   if (setup(&g) == 0 && generate(&g) == 0) {
+    gllmk_trace *trace = g.trace;
+    g.trace = NULL;
+    if (gllmk_trace_close(trace)) {
+      generator_free(&g);
+      free(o.prompt_ids);
+      return 1;
+    }
     figures f;
     derive(&g, &f);
     rc = o.json ? print_json(&g, &f) : (print_text(&g, &f), 0);

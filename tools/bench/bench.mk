@@ -2,4 +2,4 @@
 # top Makefile. OpenBLAS is loaded at run time (dlopen), never linked.
 TOOLS += gllmk-bench
 gllmk-bench_SRCS := $(wildcard tools/bench/*.c)
-gllmk-bench_LDLIBS := -ldl -lm -lpthread
+gllmk-bench_LDLIBS := -ldl -lm -lpthread -ljansson

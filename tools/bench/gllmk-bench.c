@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "gllmk_trace.h"
 
 /* The copy ceiling: far larger than any cache. */
 #define COPY_CEILING_BYTES (256u * 1024u * 1024u)
@@ -23,6 +24,7 @@ typedef struct options {
   int quick, json, list;
   int max_reps; /* 0 = the mode's default */
   const char *filter;
+  const char *trace; /* --trace FILE */
 } options;
 
 static void usage(FILE *out) {
@@ -43,6 +45,8 @@ static void usage(FILE *out) {
           "  --reps N         at most N timed repetitions per row (default 20, quick 10)\n"
           "  --json           print a JSON array instead of the table\n"
           "  --list           list the rows and exit\n"
+          "  --trace FILE     write a Chrome trace (Perfetto, chrome://tracing) of\n"
+          "                   every op run, with device times, one phase per row\n"
           "  --help           show this help\n"
           "\n"
           "Each row's result is checked: against the cpu backend, or on the cpu\n"
@@ -61,7 +65,7 @@ static long parse_count(const char *text, long max) {
 /* 0 to run, 1 to exit successfully (--help), 2 on bad usage. */
 static int parse_options(int argc, char **argv, options *o) {
   enum { OPT_BACKEND = 256, OPT_DEVICE, OPT_THREADS, OPT_QUICK, OPT_FILTER, OPT_REPS, OPT_JSON,
-         OPT_LIST, OPT_HELP };
+         OPT_LIST, OPT_HELP, OPT_TRACE };
   static const struct option long_options[] = {
       {"backend", required_argument, NULL, OPT_BACKEND},
       {"device", required_argument, NULL, OPT_DEVICE},
@@ -71,6 +75,7 @@ static int parse_options(int argc, char **argv, options *o) {
       {"reps", required_argument, NULL, OPT_REPS},
       {"json", no_argument, NULL, OPT_JSON},
       {"list", no_argument, NULL, OPT_LIST},
+      {"trace", required_argument, NULL, OPT_TRACE},
       {"help", no_argument, NULL, OPT_HELP},
       {NULL, 0, NULL, 0},
   };
@@ -86,6 +91,7 @@ static int parse_options(int argc, char **argv, options *o) {
     case OPT_FILTER: o->filter = optarg; break;
     case OPT_JSON: o->json = 1; break;
     case OPT_LIST: o->list = 1; break;
+    case OPT_TRACE: o->trace = optarg; break;
     case OPT_HELP: usage(stdout); return 1;
     default: usage(stderr); return 2;
     }
@@ -188,6 +194,7 @@ static void timing_config(const options *o, int is_cpu, bench_timing_config *con
 
 typedef struct run_state {
   const options *o;
+  gllmk_trace *trace; /* --trace, or NULL */
   const char *backend;
   int first_row;
   int counts[ROW_ERROR + 1];
@@ -214,6 +221,9 @@ static void run_rows(bench_env *env, run_state *s, progress *p) {
     char dtype[24];
     case_dtype_text(c, dtype, sizeof dtype);
     progress_show(p, c->label, dtype);
+    char phase[96];
+    snprintf(phase, sizeof phase, "%s %s", c->label, dtype);
+    gllmk_trace_phase(s->trace, phase);
     bench_run_case(env, c, (uint64_t)i + 1, &r);
     progress_clear(p);
     emit(s, &r);
@@ -262,12 +272,18 @@ int main(int argc, char **argv) {
   progress p = {.enabled = isatty(STDERR_FILENO) || !o.quick, .tty = isatty(STDERR_FILENO),
                 .total = count_selected(&o)};
   run_state state = {.o = &o, .backend = backend, .first_row = 1};
+  if (o.trace && !(state.trace = gllmk_trace_open(env.ctx, o.trace, "gllmk-bench"))) {
+    gllmk_context_destroy(env.ref_ctx); /* gllmk_trace_open said why */
+    gllmk_context_destroy(env.ctx);
+    return 1;
+  }
   /* Host threads matter only to the cpu backend (and its OpenBLAS peer). */
   if (!o.json) report_table_header(backend, &info, env.is_cpu || o.threads ? threads : 0, &env);
   run_rows(&env, &state, &p);
   int recording_failed = 0;
   if (recording_selected(&o)) {
     progress_show(&p, "recording", "bf16");
+    gllmk_trace_phase(state.trace, "recording bf16");
     recording_failed = bench_recording(env.ctx, o.json);
     progress_clear(&p);
   }
@@ -276,8 +292,10 @@ int main(int argc, char **argv) {
   else
     report_table_footer(state.counts);
 
+  int trace_failed = gllmk_trace_close(state.trace) != 0;
   openblas_unload(env.blas);
   gllmk_context_destroy(env.ref_ctx);
   gllmk_context_destroy(env.ctx);
-  return state.counts[ROW_MISMATCH] || state.counts[ROW_ERROR] || recording_failed ? 1 : 0;
+  return state.counts[ROW_MISMATCH] || state.counts[ROW_ERROR] || recording_failed ||
+                 trace_failed ? 1 : 0;
 }
