@@ -22,6 +22,7 @@ uint32_t vk_physical_count;
 static void *vk_library;
 static pthread_mutex_t vk_probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static int vk_probed;
+static int vk_pinned; /* vk_pin_plugin: loaded for the rest of the process */
 static char vk_probe_reason[512];
 
 /* Test builds only (plugins/vulkan/tests.mk): the plugin again as
@@ -375,12 +376,28 @@ static void vk_unload(void) {
 }
 
 /* The instance lives as long as the plugin is loaded. A program that exits
- * with a context still open unloads the plugin after the driver has run its
- * own exit handlers, with a VkDevice still alive: destroying the instance
- * then is invalid use and crashed NVIDIA's driver 580, so the process's end
- * is left to take it all. */
+ * with a context still open (or with the plugin pinned) unloads the plugin
+ * after the driver has run its own exit handlers: destroying the instance
+ * then is invalid use and crashed NVIDIA's driver 580 (with a VkDevice
+ * alive, and in every forked test process once pinned), so the process's
+ * end is left to take it all. */
 __attribute__((destructor)) static void vk_plugin_unloaded(void) {
-  if (atomic_load(&vk_devices_open) == 0) vk_unload();
+  if (!vk_pinned && atomic_load(&vk_devices_open) == 0) vk_unload();
+}
+
+/* Keeps this plugin, and with it the Vulkan loader and driver it opened and
+ * its instance, loaded for the rest of the process once it found a device.
+ * The core unloads a plugin when its last context closes; NVIDIA's Vulkan
+ * driver, unloaded so while other threads kept using the GPU through CUDA,
+ * crashed in one of the driver's own threads (cuda contexts created and
+ * destroyed on 4 threads at once: each creation probes every plugin). A
+ * pinned plugin's destructor runs only at the process's end, after the
+ * driver's own exit handlers, so it leaves the instance to the process's
+ * end too (see below). */
+static void vk_pin_plugin(void) {
+  Dl_info self;
+  if (dladdr(&vk_probed, &self) && self.dli_fname)
+    vk_pinned = dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != NULL;
 }
 
 gllmk_status vk_probe(const gllmk_plugin_host *host, uint32_t *out_count, char *reason,
@@ -395,6 +412,7 @@ gllmk_status vk_probe(const gllmk_plugin_host *host, uint32_t *out_count, char *
         vk_create_instance(vk_probe_reason, sizeof vk_probe_reason))
       vk_enumerate(vk_probe_reason, sizeof vk_probe_reason);
     if (vk_physical_count == 0) vk_unload();
+    else vk_pin_plugin();
   }
   *out_count = vk_physical_count;
   if (reason_size) snprintf(reason, reason_size, "%s", vk_physical_count ? "" : vk_probe_reason);
