@@ -21,7 +21,7 @@
 
 #include "gllmk/gllmk.h"
 #include "gllmk/gllmk_model.h"
-#include "bench/gllmk_trace.h"
+#include "bench/trace.h"
 
 /* --logits-out writes host floats as they are: the file format is little-endian. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,

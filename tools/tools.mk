@@ -6,7 +6,7 @@ gllmk-demo_LDLIBS := -lm
 -include tools/bench/bench.mk
 # gllmk-generate runs a whole model through libgllmk-model.
 TOOLS += gllmk-generate
-gllmk-generate_SRCS   := tools/gllmk-generate.c
+gllmk-generate_SRCS   := tools/gllmk-generate.c tools/bench/trace.c
 gllmk-generate_LDLIBS := -lgllmk-model -ljansson -lm
 gllmk-generate_DEPS   := $(B)/lib/libgllmk-model.so
 $(B)/obj/tools/gllmk-generate.o: ALL_CFLAGS += -Icore/model/include

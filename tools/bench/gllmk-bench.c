@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "gllmk_trace.h"
+#include "trace.h"
 
 /* The copy ceiling: far larger than any cache. */
 #define COPY_CEILING_BYTES (256u * 1024u * 1024u)

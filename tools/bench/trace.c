@@ -1,25 +1,6 @@
 /*
- * gllmk_trace.h - `--trace FILE` of gllmk-bench and gllmk-generate: a Chrome
- * trace (Trace Event Format JSON, for Perfetto or chrome://tracing) of every
- * op a context runs, from gllmk_context_set_timing's device timestamps.
- *
- *   gllmk_trace *t = gllmk_trace_open(ctx, "trace.json", "gllmk-generate");
- *   gllmk_trace_phase(t, "decode step 3");   ops delivered from now on belong to it
- *   ...
- *   gllmk_trace_close(t);                     synchronizes, writes the file
- *
- * Each op is one complete event (ph "X"): name = the op, ts and dur in
- * microseconds, pid 1, tid 1 (the context's track); args: shapes of the
- * tensors, dtype, bytes, flops (the cost model of tools/python/gllmk/trace.py),
- * host_timed (1 where the backend has no device timestamps) and the phase.
- * Each phase also gets one event spanning its ops on track 2. Times count from
- * the first op; a device clock that is not CLOCK_MONOTONIC is shifted so that
- * no op ends after the host received its record. Written with libjansson.
- * Header-only (static functions) so that both tools include it.
+ * trace.c - `--trace FILE` of gllmk-bench and gllmk-generate (trace.h).
  */
-#ifndef GLLMK_TOOLS_TRACE_H_
-#define GLLMK_TOOLS_TRACE_H_
-
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +9,7 @@
 #include <time.h>
 
 #include "gllmk/gllmk.h"
+#include "trace.h"
 
 typedef struct gllmk_trace_record {
   gllmk_op op;
@@ -37,7 +19,7 @@ typedef struct gllmk_trace_record {
   json_t *args;  /* shapes, dtype, bytes, flops */
 } gllmk_trace_record;
 
-typedef struct gllmk_trace {
+struct gllmk_trace {
   gllmk_context *ctx;
   const char *path, *process;
   gllmk_trace_record *records;
@@ -45,7 +27,7 @@ typedef struct gllmk_trace {
   char **phases;
   int phase_count, phase;
   int failed; /* out of memory while recording: reported at close */
-} gllmk_trace;
+};
 
 static uint64_t gllmk_trace_now_ns(void) {
   struct timespec ts;
@@ -245,7 +227,7 @@ static void gllmk_trace_on_op(void *data, const gllmk_op_timing *record) {
 
 /* Ops delivered from now on belong to a new phase `name` (copied; each
  * phase is one span, also when a name comes again). */
-static void gllmk_trace_phase(gllmk_trace *t, const char *name) {
+void gllmk_trace_phase(gllmk_trace *t, const char *name) {
   if (!t || (t->phase_count && strcmp(t->phases[t->phase], name) == 0)) return;
   char **grown = realloc(t->phases, (size_t)(t->phase_count + 1) * sizeof *grown);
   char *copy = strdup(name);
@@ -262,7 +244,7 @@ static void gllmk_trace_phase(gllmk_trace *t, const char *name) {
 
 /* Turns timing on for `ctx`; NULL if that fails, with a message on stderr
  * (the file cannot be written, gllmk's error, out of host memory). */
-static gllmk_trace *gllmk_trace_open(gllmk_context *ctx, const char *path, const char *process) {
+gllmk_trace *gllmk_trace_open(gllmk_context *ctx, const char *path, const char *process) {
   FILE *probe = fopen(path, "w"); /* fail now rather than after the run */
   if (!probe || fclose(probe) != 0) {
     fprintf(stderr, "%s: --trace: cannot write %s\n", process, path);
@@ -313,7 +295,7 @@ static void gllmk_trace_free(gllmk_trace *t) {
 
 /* Delivers what is queued, turns timing off, writes the file and frees the
  * trace. 0, or -1 with a message on stderr. NULL is ignored. */
-static int gllmk_trace_close(gllmk_trace *t) {
+int gllmk_trace_close(gllmk_trace *t) {
   if (!t) return 0;
   gllmk_status status = gllmk_context_set_timing(t->ctx, NULL, NULL);
   if (status != GLLMK_OK)
@@ -383,5 +365,3 @@ static int gllmk_trace_close(gllmk_trace *t) {
   gllmk_trace_free(t);
   return rc || status != GLLMK_OK ? -1 : 0;
 }
-
-#endif /* GLLMK_TOOLS_TRACE_H_ */
