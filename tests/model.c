@@ -420,6 +420,10 @@ START_TEST(position_limit) {
                "past its limit of 40");
   expect_state(s, seq, 40, 16 - 3);
   gllmk_session_destroy(s);
+  /* More sequences than decode buckets cover. */
+  gllmk_session_options too_many = {.struct_size = sizeof too_many, .max_sequences = 40000};
+  expect_error(gllmk_session_create(f.model, &too_many, &s), GLLMK_ERR_INVALID_ARGUMENT,
+               "max_sequences <= 32768");
   fixture_close(&f);
 }
 END_TEST

@@ -25,12 +25,6 @@ static uint32_t pow2_at_least(uint32_t n) {
   return p;
 }
 
-static uint32_t bucket_index(uint32_t seqs) {
-  uint32_t i = 0;
-  while ((1u << i) < seqs) i++;
-  return i;
-}
-
 /* A device tensor owned by the session. */
 static gllmk_status session_alloc(session_state *s, int32_t dtype, int32_t ndim,
                                   const int64_t *shape, gllmk_tensor *out_tensor) {
@@ -58,10 +52,13 @@ static gllmk_status check_session_options(const gllmk_session_options *o, gllmk_
   if (o->struct_size < sizeof *o)
     return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "gllmk_session_create: options.struct_size=%zu, expected %zu",
                       o->struct_size, sizeof *o);
-  if (o->block_size > 4096 || o->max_sequences > 65536 || o->max_batch_tokens > (1u << 20))
+  /* A decode batch is padded to a power of two with one recording each:
+   * SESSION_BUCKETS of them cover up to 2^(SESSION_BUCKETS - 1) sequences. */
+  if (o->block_size > 4096 || o->max_sequences > (1u << (SESSION_BUCKETS - 1)) ||
+      o->max_batch_tokens > (1u << 20))
     return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT,
-                      "gllmk_session_create: block_size <= 4096, max_sequences <= 65536 and "
-                      "max_batch_tokens <= 2^20 are the limits");
+                      "gllmk_session_create: block_size <= 4096, max_sequences <= %u and "
+                      "max_batch_tokens <= 2^20 are the limits", 1u << (SESSION_BUCKETS - 1));
   return GLLMK_OK;
 }
 
@@ -71,7 +68,6 @@ static gllmk_status size_session(session_state *s, const gllmk_session_options *
   s->block_size = o->block_size ? o->block_size : DEFAULT_BLOCK_SIZE;
   s->max_sequences = o->max_sequences ? o->max_sequences : DEFAULT_MAX_SEQUENCES;
   uint32_t largest_bucket = pow2_at_least(s->max_sequences);
-  if (bucket_index(largest_bucket) >= SESSION_BUCKETS) largest_bucket = 1u << (SESSION_BUCKETS - 1);
   s->max_tokens = o->max_batch_tokens ? o->max_batch_tokens : DEFAULT_MAX_TOKENS;
   if (s->max_tokens < largest_bucket) s->max_tokens = largest_bucket; /* a padded decode batch */
   uint64_t token_bytes = 2ull * c->layers * c->kv_heads * c->head_dim *

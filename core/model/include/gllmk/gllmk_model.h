@@ -94,7 +94,7 @@ typedef struct gllmk_session_options {
   uint64_t cache_tokens;
   uint64_t cache_bytes;
   uint32_t block_size;     /* tokens per cache block; 0 = 16 */
-  uint32_t max_sequences;  /* live sequences at once; 0 = 64 */
+  uint32_t max_sequences;  /* live sequences at once; 0 = 64, at most 32768 */
   uint32_t max_batch_tokens; /* new tokens in one forward, over the batch; 0 = 512 */
 } gllmk_session_options;
 
