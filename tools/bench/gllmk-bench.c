@@ -19,6 +19,7 @@
 
 typedef struct options {
   const char *backend;
+  const char *plugin_dir; /* --plugin-dir: e.g. a test variant's directory */
   uint32_t device;
   uint32_t threads;
   int quick, json, list;
@@ -35,6 +36,9 @@ static void usage(FILE *out) {
           "\n"
           "  --backend NAME   run on this backend (cuda, hsa, vulkan, cpu, ...);\n"
           "                   default: the one gllmk picks\n"
+          "  --plugin-dir DIR load plugins from DIR instead of the installed ones\n"
+          "                   (the cpu plugin's SIMD levels: --plugin-dir\n"
+          "                   build/tests/cpu-avx2 --backend cpu-avx2)\n"
           "  --device N       device index within the backend (default 0)\n"
           "  --threads N      threads of the cpu backend and of OpenBLAS\n"
           "                   (default: one per core)\n"
@@ -65,9 +69,10 @@ static long parse_count(const char *text, long max) {
 /* 0 to run, 1 to exit successfully (--help), 2 on bad usage. */
 static int parse_options(int argc, char **argv, options *o) {
   enum { OPT_BACKEND = 256, OPT_DEVICE, OPT_THREADS, OPT_QUICK, OPT_FILTER, OPT_REPS, OPT_JSON,
-         OPT_LIST, OPT_HELP, OPT_TRACE };
+         OPT_LIST, OPT_HELP, OPT_TRACE, OPT_PLUGIN_DIR };
   static const struct option long_options[] = {
       {"backend", required_argument, NULL, OPT_BACKEND},
+      {"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
       {"device", required_argument, NULL, OPT_DEVICE},
       {"threads", required_argument, NULL, OPT_THREADS},
       {"quick", no_argument, NULL, OPT_QUICK},
@@ -84,6 +89,7 @@ static int parse_options(int argc, char **argv, options *o) {
     long value = 0;
     switch (opt) {
     case OPT_BACKEND: o->backend = optarg; break;
+    case OPT_PLUGIN_DIR: o->plugin_dir = optarg; break;
     case OPT_DEVICE: value = parse_count(optarg, UINT32_MAX); o->device = (uint32_t)value; break;
     case OPT_THREADS: value = parse_count(optarg, 4096); o->threads = (uint32_t)value; break;
     case OPT_REPS: value = parse_count(optarg, BENCH_MAX_REPS); o->max_reps = (int)value; break;
@@ -251,7 +257,7 @@ int main(int argc, char **argv) {
   }
 
   gllmk_context_options ctx_options = {.backend = o.backend, .device_index = o.device,
-                                       .num_threads = o.threads};
+                                       .num_threads = o.threads, .plugin_dir = o.plugin_dir};
   bench_env env = {.copy_gbps = NAN};
   gllmk_status status = gllmk_context_create(&ctx_options, &env.ctx);
   if (status) {
@@ -262,7 +268,8 @@ int main(int argc, char **argv) {
   const char *backend = gllmk_context_backend(env.ctx);
   gllmk_device_info info = {0};
   (void)gllmk_context_device_info(env.ctx, &info);
-  env.is_cpu = strcmp(backend, "cpu") == 0;
+  /* The cpu plugin, or one of its test variants (cpu-avx2, cpu-portable, ...). */
+  env.is_cpu = strncmp(backend, "cpu", 3) == 0;
   if (!env.is_cpu) open_reference(&env);
   int threads = thread_count(&o, &info, env.is_cpu);
   if (env.is_cpu && wants_openblas(&o))
