@@ -99,6 +99,17 @@ void core_call_args(const core_call *call, const gllmk_tensor *tensors, core_arg
     *tensor_field(out_args, layout, i) = (call->present >> i & 1u) ? &tensors[i] : NULL;
 }
 
+/* A size below this libgllmk's struct must be the struct's size in some
+ * ABI minor (2.0, or just before a field a later minor appended): any other
+ * would cut a field, e.g. half of a pointer. Larger sizes come from newer
+ * headers; their extra bytes are checked to be zero. */
+static bool is_version_size(gllmk_op op, size_t args_size) {
+  if (args_size >= op_sizes[op] || args_size == layouts[op].size_v2_0) return true;
+  for (size_t i = 0; i < sizeof extensions / sizeof extensions[0]; i++)
+    if (extensions[i].op == op && extensions[i].offset == args_size) return true;
+  return false;
+}
+
 /* Copies the caller's struct and its tensors into `call` (zero-filling
  * fields the caller's header did not have), then validates the copy. */
 static gllmk_status prepare_call(const char *fn, const core_context *context, gllmk_op op,
@@ -112,6 +123,10 @@ static gllmk_status prepare_call(const char *fn, const core_context *context, gl
   if (!core_tail_is_zero(args, op_sizes[op], args_size))
     return core_fail(GLLMK_ERR_UNSUPPORTED, "%s: args set a field newer than this libgllmk knows",
                      fn);
+  if (!is_version_size(op, args_size))
+    return core_fail(GLLMK_ERR_INVALID_ARGUMENT,
+                     "%s: args_size=%zu ends inside a field: no version of its struct has that size",
+                     fn, args_size);
   memset(call, 0, sizeof *call);
   call->op = op;
   memcpy(&call->args, args, args_size < op_sizes[op] ? args_size : op_sizes[op]);

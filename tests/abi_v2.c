@@ -163,6 +163,12 @@ START_TEST(struct_sizes_outside_what_the_library_knows) {
   ck_assert_int_eq(gllmk_op_run(ctx, GLLMK_OP_matmul, &future, offsetof(gllmk_matmul_args, beta)),
                    GLLMK_ERR_INVALID_ARGUMENT);
   ck_assert(test_contains(gllmk_last_error(), "args_size"));
+  /* A size that ends inside a field (half of rope's inv_freq pointer, which
+   * the fuzzer found read as an address): no struct version has it. */
+  gllmk_rope_args rope = {.inv_freq = (const gllmk_tensor *)(uintptr_t)0x1234567812345678u};
+  ck_assert_int_eq(gllmk_op_run(ctx, GLLMK_OP_rope, &rope, offsetof(gllmk_rope_args, inv_freq) + 4),
+                   GLLMK_ERR_INVALID_ARGUMENT);
+  ck_assert(test_contains(gllmk_last_error(), "ends inside a field"));
   ck_assert_int_eq(gllmk_op_run(ctx, (gllmk_op)GLLMK_OP_COUNT, &future, sizeof future),
                    GLLMK_ERR_INVALID_ARGUMENT);
   /* The same for context options. */
