@@ -318,6 +318,23 @@ def last_error():
 
 # ------------------------------------------------------------------ errors
 
+class Closable:
+    """`with` and garbage collection call close(), which a subclass defines
+    (idempotent: it may run twice)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 class Error(RuntimeError):
     """A gllmk call failed: `status` (gllmk_status), `status_name`, and the
     message is gllmk_last_error() as the library wrote it."""

@@ -38,7 +38,7 @@ def _queue_handle(stream):
     return int(handle) or 1
 
 
-class Context:
+class Context(_capi.Closable):
     """A gllmk context: Context(backend=None, *, device_index=0,
     num_threads=0, stream=None, plugin_dir=None, exclude=()).
 
@@ -114,18 +114,6 @@ class Context:
         self._plans.clear()
         self._lib.gllmk_context_destroy(handle)
         self._timing = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         state = "closed" if self._handle is None else self.backend

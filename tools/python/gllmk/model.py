@@ -29,7 +29,7 @@ def _sampling(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=0):
                           seed=seed)
 
 
-class Model:
+class Model(_capi.Closable):
     """Model(source, *, context=None, dtype=None, seed=0, progress=None).
 
     source: a Hugging Face model directory, or the name of a synthetic model
@@ -117,25 +117,13 @@ class Model:
         if self.context._handle is not None:
             self._lib.gllmk_model_free(handle)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self):
         return "<gllmk.Model %s %s, %d layers, vocab %d on %s>" % (
             self.info["model_type"], self.info["dtype"], self.info["layers"], self.vocab,
             self.context.backend)
 
 
-class Session:
+class Session(_capi.Closable):
     """A paged KV cache and the working memory of forward passes (see
     Model.session). Sequences are ints from add()."""
 
@@ -233,15 +221,3 @@ class Session:
         self.model._sessions.discard(self)
         if self.context._handle is not None:
             self._lib.gllmk_session_destroy(handle)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
