@@ -118,6 +118,7 @@ void gllmk_context_destroy(gllmk_context *handle) {
   if (context->recording) core_recording_destroy(context->recording);
   while (context->recordings) core_recording_destroy(context->recordings);
   while (context->buffers) gllmk_buffer_free(context->buffers->handle);
+  core_communicators_release_context(context);
   context->plugin->close(context->device);
   core_timing_reset(context);
   core_plugin_unload(context->dl_handle);

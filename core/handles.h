@@ -17,6 +17,7 @@ typedef enum core_handle_kind {
   CORE_HANDLE_RECORDING = 3,
   CORE_HANDLE_MODEL = 4,   /* libgllmk-model */
   CORE_HANDLE_SESSION = 5, /* libgllmk-model */
+  CORE_HANDLE_COMMUNICATOR = 6,
 } core_handle_kind;
 
 /* A new handle for `object`, 0 if the table is full or out of memory. */

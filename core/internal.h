@@ -91,6 +91,9 @@ typedef union core_args {
 typedef struct core_call {
   gllmk_op op;
   uint32_t present; /* bit i: tensor field i of the op is set */
+  /* In a recording: 0 for an op; k + 1 for the k-th collective of the
+   * recording's group (collective.c), whose tensors the group keeps. */
+  uint32_t collective;
   core_args args;
   gllmk_tensor tensors[CORE_MAX_OP_TENSORS];
 } core_call;
@@ -99,6 +102,7 @@ typedef struct core_call {
 
 typedef struct core_context core_context;
 typedef struct core_recording core_recording;
+typedef struct core_record_group core_record_group;
 
 typedef struct core_buffer {
   gllmk_plugin_buffer base; /* first: plugins read it (gllmk_plugin.h) */
@@ -143,6 +147,10 @@ struct core_recording {
   core_call *calls;
   uint32_t count, capacity;
   gllmk_plugin_recording *native;
+  /* Set once the recording holds a collective: the ranks' recordings that
+   * are compiled and replayed together (collective.c). */
+  core_record_group *group;
+  uint32_t rank;
 };
 
 core_context *core_context_get(const gllmk_context *handle);
@@ -158,6 +166,18 @@ void core_context_wait(core_context *context);
 gllmk_status core_context_synchronize(core_context *context);
 /* Frees a recording: unlinks it, frees its native form, retires its handle. */
 void core_recording_destroy(core_recording *recording);
+
+/* Collectives in recordings (collective.c). A group member's recording ended:
+ * once every rank's has, they are compiled together. */
+void core_group_recording_ended(core_recording *recording);
+/* Whether a group member may replay (native, every rank's recording alive);
+ * sets the error naming `fn` if not. */
+gllmk_status core_group_replay_check(const char *fn, const core_recording *recording);
+/* A group member is being freed: its native form goes with it, the group
+ * once its last member goes. */
+void core_group_recording_gone(core_recording *recording);
+/* A context is being destroyed: frees the communicators it belongs to. */
+void core_communicators_release_context(const core_context *context);
 
 /* The argument struct of `call` with its tensor pointers aimed at `tensors`
  * (the call's own, or resolved copies). */

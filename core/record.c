@@ -73,7 +73,8 @@ gllmk_status gllmk_recording_end(gllmk_context *handle, gllmk_recording **out_re
   recording->next = context->recordings;
   if (context->recordings) context->recordings->prev = recording;
   context->recordings = recording;
-  compile_native(recording);
+  if (recording->group) core_group_recording_ended(recording);
+  else compile_native(recording);
   core_clear_error();
   *out_recording = recording->handle;
   return GLLMK_OK;
@@ -103,6 +104,10 @@ gllmk_status gllmk_recording_replay(gllmk_recording *handle) {
   if (context->recording)
     return core_fail(GLLMK_ERR_INVALID_ARGUMENT, "%s: the context is recording", fn);
   CORE_TRY(buffers_live(fn, recording));
+  if (recording->group) {
+    CORE_TRY(core_group_replay_check(fn, recording));
+    return context->plugin->record_replay(context->device, recording->native);
+  }
   if (recording->native && context->timing_callback == NULL)
     return context->plugin->record_replay(context->device, recording->native);
   for (uint32_t i = 0; i < recording->count; i++)
@@ -134,6 +139,7 @@ void core_recording_destroy(core_recording *recording) {
     core_context_wait(context); /* a replay may be in flight */
     context->plugin->record_free(context->device, recording->native);
   }
+  if (recording->group) core_group_recording_gone(recording);
   free(recording->calls);
   free(recording);
 }

@@ -22,7 +22,7 @@
 CHECK_CFLAGS = $(shell pkg-config --cflags check)
 CHECK_LIBS   = $(shell pkg-config --libs check)
 
-TEST_PROGRAMS := tensor_helpers conformance bad_input discovery abi_v2 threads model
+TEST_PROGRAMS := tensor_helpers conformance bad_input discovery abi_v2 threads model collectives
 TEST_BINS     := $(TEST_PROGRAMS:%=$(B)/tests/%)
 TEST_COMMON   := tests/testlib.c
 conformance_TEST_SRCS := tests/reference.c tests/decoder_block.c tests/conformance_views.c
@@ -151,7 +151,7 @@ endif
 # suite and the plugin variants stay with the other builds (lavapipe and
 # PoCL are not built with TSan, and run for hours under it).
 ifeq ($(SANITIZE),thread)
-CHECK_RUNS := $(patsubst %,'$(B)/tests/%',threads tensor_helpers discovery bad_input) \
+CHECK_RUNS := $(patsubst %,'$(B)/tests/%',threads tensor_helpers discovery bad_input collectives) \
               '$(B)/tests/model --backend cpu'
 endif
 

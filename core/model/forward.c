@@ -11,6 +11,13 @@
  *   proj = attn · Wo;                    residual += proj, normed = rmsnorm
  *   gate_up = normed · Wgu;              act = silu(gate) * up
  *   proj = act · Wdown;                  residual += proj, normed = next norm
+ *
+ * With several ranks (tensor parallelism), each rank runs these calls on
+ * its heads and intermediate columns, so its o and down outputs are partial
+ * sums: an all-reduce completes them before the residual add, and every
+ * rank keeps the whole residual. The ranks go in lockstep from one
+ * collective to the next; lm_head gives each rank its vocabulary columns of
+ * the logits, gathered on rank 0.
  */
 #include <math.h>
 #include <string.h>
@@ -21,15 +28,15 @@ typedef struct step_tensors {
   gllmk_tensor ids, positions, slots, q_starts, seq_lens, last_rows, block_table;
 } step_tensors;
 
-static gllmk_status i32_view(const session_state *s, uint64_t offset, int32_t ndim,
+static gllmk_status i32_view(const session_shard *s, uint64_t offset, int32_t ndim,
                              const int64_t *shape, gllmk_tensor *out) {
   return gllmk_tensor_make(s->step_buffer, offset * 4, GLLMK_I32, ndim, shape, out);
 }
 
-static gllmk_status make_step_tensors(const session_state *s, const step_layout *l,
-                                      step_tensors *t) {
+static gllmk_status make_step_tensors(const session_shard *s, uint32_t max_blocks_per_seq,
+                                      const step_layout *l, step_tensors *t) {
   const int64_t tokens = l->tokens, seqs = l->seqs, starts = l->seqs + 1;
-  const int64_t table[2] = {seqs, s->max_blocks_per_seq};
+  const int64_t table[2] = {seqs, max_blocks_per_seq};
   MODEL_TRY(i32_view(s, l->ids, 1, &tokens, &t->ids));
   MODEL_TRY(i32_view(s, l->positions, 1, &tokens, &t->positions));
   MODEL_TRY(i32_view(s, l->slots, 1, &tokens, &t->slots));
@@ -71,9 +78,12 @@ static gllmk_status linear(gllmk_context *ctx, const gllmk_tensor *out, const gl
                                                 .b_layout = GLLMK_B_NK});
 }
 
+/* One rank's part of a forward. */
 typedef struct pass {
-  session_state *s;
-  const model_config *c;
+  session_shard *shard;
+  const model_shard *weights;
+  const model_config *c; /* the rank's share */
+  float eps;
   int64_t t; /* tokens */
   step_tensors idx;
   gllmk_tensor residual, normed, qkv, q, k, attn, proj, gate_up, act;
@@ -82,15 +92,14 @@ typedef struct pass {
 /* rope (and Qwen3's per-head norm) from a view of qkv into a dense q or k. */
 static gllmk_status position_heads(const pass *p, const gllmk_tensor *view, const gllmk_tensor *out,
                                    const gllmk_tensor *norm) {
-  gllmk_context *ctx = p->s->context;
-  const model_state *m = p->s->model;
+  gllmk_context *ctx = p->shard->context;
   const gllmk_tensor *rope_in = view;
   if (p->c->qk_norm) {
     gllmk_tensor flat;
     MODEL_TRY(gllmk_copy(ctx, &(gllmk_copy_args){.out = out, .src = view}));
     MODEL_TRY(as_matrix(out, out->shape[0] * out->shape[1], out->shape[2], &flat));
     MODEL_TRY(gllmk_rmsnorm(ctx, &(gllmk_rmsnorm_args){.out = &flat, .x = &flat, .weight = norm,
-                                                      .eps = (float)p->c->rms_eps}));
+                                                      .eps = p->eps}));
     rope_in = out;
   }
   bool scaled = p->c->rope_scaling != ROPE_SCALING_NONE;
@@ -98,12 +107,13 @@ static gllmk_status position_heads(const pass *p, const gllmk_tensor *view, cons
                                             .theta = (float)p->c->rope_theta,
                                             .rotary_dim = (int32_t)p->c->rotary_dim,
                                             .style = GLLMK_ROPE_NEOX,
-                                            .inv_freq = scaled ? &m->inv_freq : NULL});
+                                            .inv_freq = scaled ? &p->weights->inv_freq : NULL});
 }
 
+/* From the normed input to the o projection (a partial sum with several ranks). */
 static gllmk_status attention_block(const pass *p, uint32_t index) {
-  gllmk_context *ctx = p->s->context;
-  const layer_weights *w = &p->s->model->layers[index];
+  gllmk_context *ctx = p->shard->context;
+  const layer_weights *w = &p->weights->layers[index];
   int64_t d = p->c->head_dim, hq = p->c->heads, hkv = p->c->kv_heads;
   gllmk_tensor q_view, k_view, v_view, attn_flat;
   MODEL_TRY(linear(ctx, &p->qkv, &p->normed, &w->qkv, &w->qkv_bias, w->has_qkv_bias));
@@ -113,44 +123,48 @@ static gllmk_status attention_block(const pass *p, uint32_t index) {
   MODEL_TRY(position_heads(p, &q_view, &p->q, &w->q_norm));
   MODEL_TRY(position_heads(p, &k_view, &p->k, &w->k_norm));
   MODEL_TRY(gllmk_kv_append(ctx, &(gllmk_kv_append_args){
-      .k_cache = &p->s->k_cache[index], .v_cache = &p->s->v_cache[index], .k = &p->k,
+      .k_cache = &p->shard->k_cache[index], .v_cache = &p->shard->v_cache[index], .k = &p->k,
       .v = &v_view, .slots = &p->idx.slots}));
   MODEL_TRY(gllmk_paged_attention(ctx, &(gllmk_paged_attention_args){
-      .out = &p->attn, .q = &p->q, .k_cache = &p->s->k_cache[index],
-      .v_cache = &p->s->v_cache[index], .block_table = &p->idx.block_table,
+      .out = &p->attn, .q = &p->q, .k_cache = &p->shard->k_cache[index],
+      .v_cache = &p->shard->v_cache[index], .block_table = &p->idx.block_table,
       .q_starts = &p->idx.q_starts, .seq_lens = &p->idx.seq_lens,
       .scale = (float)(1.0 / sqrt((double)d))}));
   MODEL_TRY(as_matrix(&p->attn, p->t, hq * d, &attn_flat));
-  MODEL_TRY(linear(ctx, &p->proj, &attn_flat, &w->o, &w->o_bias, w->has_o_bias));
-  return gllmk_add_rmsnorm(ctx, &(gllmk_add_rmsnorm_args){
-      .out = &p->normed, .residual = &p->residual, .x = &p->proj, .weight = &w->post_norm,
-      .eps = (float)p->c->rms_eps});
+  return linear(ctx, &p->proj, &attn_flat, &w->o, &w->o_bias, w->has_o_bias);
 }
 
-/* The MLP, then the residual add and the norm that the next layer (or the
- * final norm) needs. */
-static gllmk_status mlp_block(const pass *p, uint32_t index, const gllmk_tensor *next_norm) {
-  gllmk_context *ctx = p->s->context;
-  const layer_weights *w = &p->s->model->layers[index];
+/* residual += proj; normed = rmsnorm(residual) * weight. */
+static gllmk_status add_norm(const pass *p, const gllmk_tensor *weight) {
+  return gllmk_add_rmsnorm(p->shard->context, &(gllmk_add_rmsnorm_args){
+      .out = &p->normed, .residual = &p->residual, .x = &p->proj, .weight = weight,
+      .eps = p->eps});
+}
+
+/* After the attention's residual add: the MLP up to the down projection. */
+static gllmk_status mlp_block(const pass *p, uint32_t index) {
+  gllmk_context *ctx = p->shard->context;
+  const layer_weights *w = &p->weights->layers[index];
   int64_t inter = p->c->intermediate;
   gllmk_tensor gate, up;
+  MODEL_TRY(add_norm(p, &w->post_norm));
   MODEL_TRY(linear(ctx, &p->gate_up, &p->normed, &w->gate_up, &w->gate_up_bias, w->has_mlp_bias));
   MODEL_TRY(gllmk_tensor_slice(&p->gate_up, 1, 0, inter, 1, &gate));
   MODEL_TRY(gllmk_tensor_slice(&p->gate_up, 1, inter, inter, 1, &up));
   MODEL_TRY(gllmk_swiglu(ctx, &(gllmk_swiglu_args){.out = &p->act, .gate = &gate, .up = &up}));
-  MODEL_TRY(linear(ctx, &p->proj, &p->act, &w->down, &w->down_bias, w->has_mlp_bias));
-  return gllmk_add_rmsnorm(ctx, &(gllmk_add_rmsnorm_args){
-      .out = &p->normed, .residual = &p->residual, .x = &p->proj, .weight = next_norm,
-      .eps = (float)p->c->rms_eps});
+  return linear(ctx, &p->proj, &p->act, &w->down, &w->down_bias, w->has_down_bias);
 }
 
-static gllmk_status make_pass(session_state *s, const step_layout *l, pass *p) {
-  const scratch *x = &s->x;
+static gllmk_status make_pass(session_state *s, uint32_t rank, const step_layout *l, pass *p) {
+  session_shard *shard = &s->shards[rank];
+  const scratch *x = &shard->x;
   memset(p, 0, sizeof *p);
-  p->s = s;
-  p->c = &s->model->config;
+  p->shard = shard;
+  p->weights = &s->model->shards[rank];
+  p->c = &s->model->local;
+  p->eps = (float)p->c->rms_eps;
   p->t = l->tokens;
-  MODEL_TRY(make_step_tensors(s, l, &p->idx));
+  MODEL_TRY(make_step_tensors(shard, s->max_blocks_per_seq, l, &p->idx));
   const struct { const gllmk_tensor *from; gllmk_tensor *to; } views[] = {
       {&x->residual, &p->residual}, {&x->normed, &p->normed}, {&x->qkv, &p->qkv},
       {&x->q, &p->q},   {&x->k, &p->k},       {&x->attn, &p->attn},
@@ -160,29 +174,95 @@ static gllmk_status make_pass(session_state *s, const step_layout *l, pass *p) {
   return GLLMK_OK;
 }
 
-gllmk_status forward_enqueue(session_state *s, const step_layout *l) {
-  const model_state *m = s->model;
-  gllmk_context *ctx = s->context;
-  pass p;
-  MODEL_TRY(make_pass(s, l, &p));
-  MODEL_TRY(gllmk_embedding(ctx, &(gllmk_embedding_args){.out = &p.residual, .table = &m->embed,
-                                                         .ids = &p.idx.ids}));
-  MODEL_TRY(gllmk_rmsnorm(ctx, &(gllmk_rmsnorm_args){.out = &p.normed, .x = &p.residual,
-                                                    .weight = &m->layers[0].input_norm,
-                                                    .eps = (float)p.c->rms_eps}));
-  for (uint32_t i = 0; i < p.c->layers; i++) {
-    const gllmk_tensor *next = i + 1 < p.c->layers ? &m->layers[i + 1].input_norm : &m->final_norm;
-    MODEL_TRY(attention_block(&p, i));
-    MODEL_TRY(mlp_block(&p, i, next));
-  }
-  /* Only each sequence's last row goes through lm_head; with one new token
-   * per sequence that is every row. */
-  gllmk_tensor last = p.normed, logits;
+/* Every rank's o or down output summed, in place (one rank: nothing to do). */
+static gllmk_status reduce_proj(const session_state *s, const pass *passes) {
+  uint32_t ranks = s->model->ranks;
+  if (ranks == 1) return GLLMK_OK;
+  gllmk_tensor proj[MODEL_MAX_RANKS];
+  for (uint32_t r = 0; r < ranks; r++) proj[r] = passes[r].proj;
+  return gllmk_all_reduce(s->model->comm, proj, proj);
+}
+
+static gllmk_status embed(const pass *p) {
+  gllmk_context *ctx = p->shard->context;
+  MODEL_TRY(gllmk_embedding(ctx, &(gllmk_embedding_args){.out = &p->residual,
+                                                         .table = &p->weights->embed,
+                                                         .ids = &p->idx.ids}));
+  return gllmk_rmsnorm(ctx, &(gllmk_rmsnorm_args){.out = &p->normed, .x = &p->residual,
+                                                 .weight = &p->weights->layers[0].input_norm,
+                                                 .eps = p->eps});
+}
+
+/* Each sequence's last row through lm_head (with one new token per
+ * sequence that is every row): into `out`, [seqs, the rank's vocabulary]. */
+static gllmk_status lm_head(const pass *p, const step_layout *l, const gllmk_tensor *out) {
+  gllmk_context *ctx = p->shard->context;
+  gllmk_tensor last = p->normed;
   if (l->tokens != l->seqs) {
-    MODEL_TRY(rows(&s->x.last, l->seqs, &last));
-    MODEL_TRY(gllmk_embedding(ctx, &(gllmk_embedding_args){.out = &last, .table = &p.normed,
-                                                           .ids = &p.idx.last_rows}));
+    MODEL_TRY(rows(&p->shard->x.last, l->seqs, &last));
+    MODEL_TRY(gllmk_embedding(ctx, &(gllmk_embedding_args){.out = &last, .table = &p->normed,
+                                                           .ids = &p->idx.last_rows}));
   }
-  MODEL_TRY(rows(&s->x.logits, l->seqs, &logits));
-  return linear(ctx, &logits, &last, &m->lm_head, NULL, false);
+  return linear(ctx, out, &last, &p->weights->lm_head, NULL, false);
+}
+
+/* Rank 0's logits [S, vocab] from every rank's columns: an all-gather
+ * into [ranks, S, vocab / ranks], then a copy that puts rank r's columns at
+ * r * vocab / ranks. */
+static gllmk_status gather_logits(session_state *s, const step_layout *l) {
+  uint32_t ranks = s->model->ranks;
+  int64_t seqs = l->seqs, part = s->model->local.vocab;
+  const int64_t gathered_shape[3] = {ranks, seqs, part}, by_rank[3] = {seqs, ranks, part};
+  gllmk_tensor parts[MODEL_MAX_RANKS], gathered[MODEL_MAX_RANKS], logits, src;
+  for (uint32_t r = 0; r < ranks; r++) {
+    MODEL_TRY(rows(&s->shards[r].logits_part, seqs, &parts[r]));
+    MODEL_TRY(gllmk_tensor_make(s->shards[r].gathered, 0, (gllmk_dtype)s->model->dtype, 3,
+                                gathered_shape, &gathered[r]));
+  }
+  MODEL_TRY(gllmk_all_gather(s->model->comm, gathered, parts));
+  MODEL_TRY(rows(&s->shards[0].x.logits, seqs, &logits));
+  MODEL_TRY(gllmk_tensor_reshape(&logits, 3, by_rank, &logits));
+  MODEL_TRY(gllmk_tensor_permute(&gathered[0], (const int32_t[3]){1, 0, 2}, &src));
+  return gllmk_copy(s->shards[0].context, &(gllmk_copy_args){.out = &logits, .src = &src});
+}
+
+static gllmk_status logits(session_state *s, const pass *passes, const step_layout *l) {
+  uint32_t ranks = s->model->ranks;
+  gllmk_tensor out;
+  if (ranks == 1) {
+    MODEL_TRY(rows(&s->shards[0].x.logits, l->seqs, &out));
+    return lm_head(&passes[0], l, &out);
+  }
+  for (uint32_t r = 0; r < ranks; r++) {
+    MODEL_TRY(rows(&s->shards[r].logits_part, l->seqs, &out));
+    MODEL_TRY(lm_head(&passes[r], l, &out));
+  }
+  return gather_logits(s, l);
+}
+
+/* The ranks in lockstep: each runs up to the next collective. */
+static gllmk_status layers(session_state *s, const pass *passes) {
+  const model_state *m = s->model;
+  for (uint32_t i = 0; i < m->config.layers; i++) {
+    for (uint32_t r = 0; r < m->ranks; r++) MODEL_TRY(attention_block(&passes[r], i));
+    MODEL_TRY(reduce_proj(s, passes));
+    for (uint32_t r = 0; r < m->ranks; r++) MODEL_TRY(mlp_block(&passes[r], i));
+    MODEL_TRY(reduce_proj(s, passes));
+    for (uint32_t r = 0; r < m->ranks; r++) {
+      const model_shard *w = passes[r].weights;
+      MODEL_TRY(add_norm(&passes[r], i + 1 < m->config.layers ? &w->layers[i + 1].input_norm
+                                                              : &w->final_norm));
+    }
+  }
+  return GLLMK_OK;
+}
+
+gllmk_status forward_enqueue(session_state *s, const step_layout *l) {
+  pass passes[MODEL_MAX_RANKS];
+  for (uint32_t r = 0; r < s->model->ranks; r++) {
+    MODEL_TRY(make_pass(s, r, l, &passes[r]));
+    MODEL_TRY(embed(&passes[r]));
+  }
+  MODEL_TRY(layers(s, passes));
+  return logits(s, passes, l);
 }

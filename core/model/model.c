@@ -46,10 +46,17 @@ static gllmk_status read_config(const char *dir, model_config *out_config) {
   return status;
 }
 
-static gllmk_status check_options(const gllmk_context *context,
+static gllmk_status check_options(gllmk_context *const *contexts, uint32_t count,
                                   const gllmk_model_load_options *o, gllmk_model **out_model) {
-  if (context == NULL || o == NULL || out_model == NULL)
+  if (contexts == NULL || o == NULL || out_model == NULL)
     return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "gllmk_model_load: context, options and out_model are required");
+  if (count == 0 || count > MODEL_MAX_RANKS)
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT,
+                      "gllmk_model_load_parallel: count=%u, expected 1 to %u contexts", count,
+                      MODEL_MAX_RANKS);
+  for (uint32_t r = 0; r < count; r++)
+    if (contexts[r] == NULL)
+      return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "gllmk_model_load: contexts[%u] is NULL", r);
   if (o->struct_size < sizeof *o)
     return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT,
                       "gllmk_model_load: options.struct_size=%zu, expected %zu", o->struct_size,
@@ -63,13 +70,36 @@ static gllmk_status check_options(const gllmk_context *context,
   return GLLMK_OK;
 }
 
-static gllmk_status load(model_state *m, const gllmk_model_load_options *o) {
+/* One rank's share of the config; every split dimension must divide. */
+static gllmk_status split_config(model_state *m) {
+  const model_config *c = &m->config;
+  const struct { const char *name; uint32_t value; } dims[] = {
+      {"attention heads", c->heads}, {"kv heads", c->kv_heads},
+      {"intermediate columns", c->intermediate}, {"vocabulary rows", c->vocab}};
+  for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+    if (dims[i].value % m->ranks != 0)
+      return MODEL_FAIL(GLLMK_ERR_UNSUPPORTED,
+                        "gllmk_model_load: %s: %u %s do not split over %u devices (tensor "
+                        "parallelism needs a divisor)",
+                        m->name, dims[i].value, dims[i].name, m->ranks);
+  m->local = *c;
+  m->local.heads /= m->ranks;
+  m->local.kv_heads /= m->ranks;
+  m->local.intermediate /= m->ranks;
+  m->local.vocab /= m->ranks;
+  return GLLMK_OK;
+}
+
+static gllmk_status load(model_state *m, gllmk_context *const *contexts,
+                         const gllmk_model_load_options *o) {
   if (o->path)
     MODEL_TRY(read_config(o->path, &m->config));
   else
     MODEL_TRY(model_config_synthetic(o->synthetic, &m->config));
   snprintf(m->name, sizeof m->name, "%s", o->synthetic ? o->synthetic : m->config.model_type);
   m->dtype = o->dtype >= 0 ? o->dtype : m->config.dtype >= 0 ? m->config.dtype : GLLMK_BF16;
+  MODEL_TRY(split_config(m));
+  if (m->ranks > 1) MODEL_TRY(gllmk_communicator_create(contexts, m->ranks, &m->comm));
   MODEL_TRY(model_alloc_weights(m));
   if (o->path) return model_upload_checkpoint(m, o->path, o);
   return model_fill_synthetic(m, o->seed);
@@ -82,8 +112,12 @@ static void model_destroy(model_state *m) {
     core_handle_release(s->handle, CORE_HANDLE_SESSION);
     session_free(s);
   }
-  buffer_list_free(&m->buffers);
-  free(m->layers);
+  for (uint32_t r = 0; r < m->ranks; r++) {
+    buffer_list_free(&m->shards[r].buffers);
+    free(m->shards[r].layers);
+  }
+  gllmk_communicator_free(m->comm);
+  free(m->shards);
   free(m);
 }
 
@@ -95,14 +129,29 @@ gllmk_status model_from_handle(const gllmk_model *handle, const char *fn, model_
   return GLLMK_OK;
 }
 
-gllmk_status gllmk_model_load(gllmk_context *context, const gllmk_model_load_options *options,
-                              gllmk_model **out_model) {
-  MODEL_TRY(check_options(context, options, out_model));
-  double start = now_seconds();
+static gllmk_status new_model(gllmk_context *const *contexts, uint32_t count, model_state **out) {
   model_state *m = calloc(1, sizeof *m);
-  if (m == NULL) return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_model_load: out of memory");
-  m->context = context;
-  gllmk_status status = load(m, options);
+  model_shard *shards = calloc(count, sizeof *shards);
+  if (m == NULL || shards == NULL) {
+    free(m);
+    free(shards);
+    return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_model_load: out of memory");
+  }
+  m->ranks = count;
+  m->shards = shards;
+  for (uint32_t r = 0; r < count; r++) shards[r].context = contexts[r];
+  *out = m;
+  return GLLMK_OK;
+}
+
+gllmk_status gllmk_model_load_parallel(gllmk_context *const *contexts, uint32_t count,
+                                       const gllmk_model_load_options *options,
+                                       gllmk_model **out_model) {
+  MODEL_TRY(check_options(contexts, count, options, out_model));
+  double start = now_seconds();
+  model_state *m = NULL;
+  MODEL_TRY(new_model(contexts, count, &m));
+  gllmk_status status = load(m, contexts, options);
   if (status == GLLMK_OK) {
     m->handle = core_handle_new(CORE_HANDLE_MODEL, m);
     if (m->handle == 0) status = MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_model_load: out of handles");
@@ -119,6 +168,11 @@ gllmk_status gllmk_model_load(gllmk_context *context, const gllmk_model_load_opt
   return GLLMK_OK;
 }
 
+gllmk_status gllmk_model_load(gllmk_context *context, const gllmk_model_load_options *options,
+                              gllmk_model **out_model) {
+  return gllmk_model_load_parallel(context ? &context : NULL, 1, options, out_model);
+}
+
 void gllmk_model_free(gllmk_model *handle) {
   model_state *m = core_handle_get((uint64_t)(uintptr_t)handle, CORE_HANDLE_MODEL);
   if (m == NULL) return;
@@ -128,13 +182,16 @@ void gllmk_model_free(gllmk_model *handle) {
 
 gllmk_context *gllmk_model_context(const gllmk_model *handle) {
   model_state *m = core_handle_get((uint64_t)(uintptr_t)handle, CORE_HANDLE_MODEL);
-  return m ? m->context : NULL;
+  return m ? m->shards[0].context : NULL;
 }
 
-/* Bytes of weights one decode step reads: every layer and lm_head. */
+/* Bytes of weights one decode step reads, over all ranks: every layer and
+ * lm_head (each rank reads one embedding row, negligible). */
 static uint64_t step_bytes(const model_state *m) {
-  uint64_t embed = m->config.tied_embeddings ? 0 : gllmk_tensor_extent_bytes(&m->embed);
-  return m->weight_bytes - embed - gllmk_tensor_extent_bytes(&m->inv_freq);
+  const model_shard *shard = &m->shards[0];
+  uint64_t embeds_unread = m->config.tied_embeddings ? m->ranks - 1 : m->ranks; /* copies */
+  return m->weight_bytes - embeds_unread * gllmk_tensor_extent_bytes(&shard->embed) -
+         m->ranks * gllmk_tensor_extent_bytes(&shard->inv_freq);
 }
 
 gllmk_status gllmk_model_get_info(const gllmk_model *handle, gllmk_model_info *out_info) {

@@ -114,25 +114,39 @@ typedef struct layer_weights {
   gllmk_tensor q_norm, k_norm;  /* [D] (Qwen3) */
   gllmk_tensor gate_up, gate_up_bias; /* [2 I, hidden]: gate rows, then up rows */
   gllmk_tensor down, down_bias;
-  bool has_qkv_bias, has_o_bias, has_mlp_bias;
+  /* o and down biases are rank 0's alone (added once, before the all-reduce). */
+  bool has_qkv_bias, has_o_bias, has_mlp_bias, has_down_bias;
 } layer_weights;
 
-struct model_state {
+/* Tensor parallelism: at most this many ranks (contexts) per model. */
+#define MODEL_MAX_RANKS 16
+
+/* One rank's part of the weights (all of them when there is one rank): q/k/v
+ * and gate/up rows of its heads and intermediate columns, o and down columns
+ * to match, its vocabulary rows of lm_head; the embedding and norms whole. */
+typedef struct model_shard {
   gllmk_context *context;
-  model_config config;
-  int32_t dtype;
-  char name[32];
-  buffer_list buffers; /* every device allocation of the weights */
+  buffer_list buffers; /* every device allocation of the shard */
   gllmk_tensor embed, final_norm, lm_head;
   gllmk_tensor inv_freq; /* F32 [rotary_dim / 2] */
   layer_weights *layers;
-  uint64_t weight_bytes;
+} model_shard;
+
+struct model_state {
+  model_config config; /* the whole model */
+  model_config local;  /* one rank's share: heads, kv_heads, intermediate, vocab / ranks */
+  uint32_t ranks;
+  model_shard *shards;       /* [ranks] */
+  gllmk_communicator *comm;  /* NULL with one rank */
+  int32_t dtype;
+  char name[32];
+  uint64_t weight_bytes; /* over all ranks */
   double load_seconds;
   uint64_t handle;
   session_state *sessions; /* alive, linked by `next`: freed with the model */
 };
 
-/* Allocates every weight tensor of `model->config` (contents unset). */
+/* Allocates every rank's weight tensors (contents unset). */
 gllmk_status model_alloc_weights(model_state *model);
 /* Fills the weights from a checkpoint directory. */
 gllmk_status model_upload_checkpoint(model_state *model, const char *dir,
@@ -158,7 +172,8 @@ typedef struct step_layout {
   uint64_t ids, positions, slots, q_starts, seq_lens, last_rows, block_table, total;
 } step_layout;
 
-/* Activations of one forward, sized for max_tokens rows. */
+/* Activations of one forward on one rank (its share of the heads and of the
+ * intermediate columns), sized for max_tokens rows. */
 typedef struct scratch {
   gllmk_tensor residual, normed; /* [T, hidden] */
   gllmk_tensor qkv;              /* [T, (Hq + 2 Hkv) D] */
@@ -174,23 +189,33 @@ typedef struct scratch {
 /* Decode recordings, one per batch-size bucket (powers of two). */
 #define SESSION_BUCKETS 16
 
+/* One rank's device state of a session. */
+typedef struct session_shard {
+  gllmk_context *context;
+  gllmk_tensor *k_cache, *v_cache; /* [layers] of [blocks, block_size, local kv_heads, D] */
+  buffer_list buffers;             /* every device allocation but the step buffer */
+  scratch x;
+  gllmk_tensor logits_part;        /* [S, local vocab] (several ranks) */
+  gllmk_buffer *gathered;          /* [ranks, S, local vocab] (several ranks) */
+  gllmk_buffer *step_buffer;       /* I32 index arrays of a forward */
+  gllmk_recording *recordings[SESSION_BUCKETS];
+} session_shard;
+
 struct session_state {
   model_state *model;
-  gllmk_context *context;
   uint32_t block_size, blocks_total, max_sequences, max_tokens;
   uint32_t max_blocks_per_seq, max_length;
-  gllmk_tensor *k_cache, *v_cache; /* [layers] of [blocks, block_size, Hkv, D] */
   int32_t *free_blocks;            /* stack */
   uint32_t free_count;
   seq_state *seqs;                 /* [max_sequences] */
   uint64_t batch_serial;
-  buffer_list buffers;             /* every device allocation but the step buffer */
-  scratch x;
-  gllmk_buffer *step_buffer;       /* I32 index arrays of a forward */
-  int32_t *step_host;              /* their host copy, written in one transfer */
+  session_shard *shards;           /* [model->ranks]; rank 0 samples */
+  int32_t *step_host;              /* the index arrays' host copy, written in one transfer */
   uint64_t step_capacity;          /* elements */
-  gllmk_recording *recordings[SESSION_BUCKETS];
   uint32_t recording_count;
+  /* Decode runs call by call: the ranks' collectives cannot be recorded on
+   * this backend (no native recordings). */
+  bool unrecorded_decode;
   uint64_t handle;
   session_state *next; /* the model's next session */
 };

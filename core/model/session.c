@@ -25,10 +25,10 @@ static uint32_t pow2_at_least(uint32_t n) {
   return p;
 }
 
-/* A device tensor owned by the session. */
-static gllmk_status session_alloc(session_state *s, int32_t dtype, int32_t ndim,
-                                  const int64_t *shape, gllmk_tensor *out_tensor) {
-  return buffer_list_tensor(&s->buffers, s->context, dtype, ndim, shape, out_tensor);
+/* A device tensor owned by a rank of the session. */
+static gllmk_status shard_alloc(session_shard *shard, int32_t dtype, int32_t ndim,
+                                const int64_t *shape, gllmk_tensor *out_tensor) {
+  return buffer_list_tensor(&shard->buffers, shard->context, dtype, ndim, shape, out_tensor);
 }
 
 void step_layout_for(const session_state *s, uint32_t tokens, uint32_t seqs, step_layout *out) {
@@ -70,7 +70,9 @@ static gllmk_status size_session(session_state *s, const gllmk_session_options *
   uint32_t largest_bucket = pow2_at_least(s->max_sequences);
   s->max_tokens = o->max_batch_tokens ? o->max_batch_tokens : DEFAULT_MAX_TOKENS;
   if (s->max_tokens < largest_bucket) s->max_tokens = largest_bucket; /* a padded decode batch */
-  uint64_t token_bytes = 2ull * c->layers * c->kv_heads * c->head_dim *
+  /* A cache_bytes budget is each rank's: a rank holds its kv heads. */
+  const model_config *local = &s->model->local;
+  uint64_t token_bytes = 2ull * local->layers * local->kv_heads * local->head_dim *
                          gllmk_dtype_size((gllmk_dtype)s->model->dtype);
   uint64_t tokens = o->cache_tokens ? o->cache_tokens
                     : o->cache_bytes ? o->cache_bytes / token_bytes : DEFAULT_CACHE_TOKENS;
@@ -86,44 +88,62 @@ static gllmk_status size_session(session_state *s, const gllmk_session_options *
   return GLLMK_OK;
 }
 
-static gllmk_status alloc_cache(session_state *s) {
-  const model_config *c = &s->model->config;
+static gllmk_status alloc_cache(session_state *s, session_shard *shard) {
+  const model_config *c = &s->model->local;
   const int64_t shape[4] = {s->blocks_total, s->block_size, c->kv_heads, c->head_dim};
-  s->k_cache = calloc(c->layers, sizeof *s->k_cache);
-  s->v_cache = calloc(c->layers, sizeof *s->v_cache);
-  if (s->k_cache == NULL || s->v_cache == NULL)
+  shard->k_cache = calloc(c->layers, sizeof *shard->k_cache);
+  shard->v_cache = calloc(c->layers, sizeof *shard->v_cache);
+  if (shard->k_cache == NULL || shard->v_cache == NULL)
     return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_session_create: out of memory");
   for (uint32_t i = 0; i < c->layers; i++) {
-    MODEL_TRY(session_alloc(s, s->model->dtype, 4, shape, &s->k_cache[i]));
-    MODEL_TRY(session_alloc(s, s->model->dtype, 4, shape, &s->v_cache[i]));
-    /* Padding rows of a decode bucket read block 0; it must hold numbers. */
-    MODEL_TRY(gllmk_buffer_fill(s->k_cache[i].buffer, 0, gllmk_buffer_size(s->k_cache[i].buffer), 0));
-    MODEL_TRY(gllmk_buffer_fill(s->v_cache[i].buffer, 0, gllmk_buffer_size(s->v_cache[i].buffer), 0));
+    gllmk_tensor *caches[2] = {&shard->k_cache[i], &shard->v_cache[i]};
+    for (int j = 0; j < 2; j++) {
+      MODEL_TRY(shard_alloc(shard, s->model->dtype, 4, shape, caches[j]));
+      /* Padding rows of a decode bucket read block 0; it must hold numbers. */
+      MODEL_TRY(gllmk_buffer_fill(caches[j]->buffer, 0, gllmk_buffer_size(caches[j]->buffer), 0));
+    }
   }
   return GLLMK_OK;
 }
 
-static gllmk_status alloc_scratch(session_state *s) {
-  const model_config *c = &s->model->config;
-  scratch *x = &s->x;
+/* Logits: rank 0's [S, vocab]; with several ranks, each rank's [S, vocab /
+ * ranks] and the [ranks, S, vocab / ranks] they are gathered into. */
+static gllmk_status alloc_logits(session_state *s, session_shard *shard, bool first_rank,
+                                 int64_t rows) {
+  const model_state *m = s->model;
+  int32_t dt = m->dtype;
+  const int64_t logits[2] = {rows, m->config.vocab}, part[2] = {rows, m->local.vocab};
+  if (first_rank) {
+    MODEL_TRY(shard_alloc(shard, dt, 2, logits, &shard->x.logits));
+    MODEL_TRY(shard_alloc(shard, GLLMK_I32, 1, &rows, &shard->x.tokens));
+  }
+  if (m->ranks == 1) return GLLMK_OK;
+  MODEL_TRY(shard_alloc(shard, dt, 2, part, &shard->logits_part));
+  return gllmk_buffer_alloc(shard->context,
+                            (uint64_t)rows * m->config.vocab * gllmk_dtype_size((gllmk_dtype)dt),
+                            &shard->gathered);
+}
+
+static gllmk_status alloc_scratch(session_state *s, session_shard *shard, bool first_rank) {
+  const model_config *c = &s->model->local;
+  scratch *x = &shard->x;
   int32_t dt = s->model->dtype;
   int64_t t = s->max_tokens, rows = pow2_at_least(s->max_sequences), d = c->head_dim;
   const int64_t hidden[2] = {t, c->hidden}, qkv[2] = {t, (int64_t)(c->heads + 2 * c->kv_heads) * d};
   const int64_t q[3] = {t, c->heads, d}, k[3] = {t, c->kv_heads, d};
   const int64_t gate_up[2] = {t, 2 * (int64_t)c->intermediate}, act[2] = {t, c->intermediate};
-  const int64_t last[2] = {rows, c->hidden}, logits[2] = {rows, c->vocab};
-  MODEL_TRY(session_alloc(s, dt, 2, hidden, &x->residual));
-  MODEL_TRY(session_alloc(s, dt, 2, hidden, &x->normed));
-  MODEL_TRY(session_alloc(s, dt, 2, qkv, &x->qkv));
-  MODEL_TRY(session_alloc(s, dt, 3, q, &x->q));
-  MODEL_TRY(session_alloc(s, dt, 3, k, &x->k));
-  MODEL_TRY(session_alloc(s, dt, 3, q, &x->attn));
-  MODEL_TRY(session_alloc(s, dt, 2, hidden, &x->proj));
-  MODEL_TRY(session_alloc(s, dt, 2, gate_up, &x->gate_up));
-  MODEL_TRY(session_alloc(s, dt, 2, act, &x->act));
-  MODEL_TRY(session_alloc(s, dt, 2, last, &x->last));
-  MODEL_TRY(session_alloc(s, dt, 2, logits, &x->logits));
-  return session_alloc(s, GLLMK_I32, 1, &rows, &x->tokens);
+  const int64_t last[2] = {rows, c->hidden};
+  MODEL_TRY(shard_alloc(shard, dt, 2, hidden, &x->residual));
+  MODEL_TRY(shard_alloc(shard, dt, 2, hidden, &x->normed));
+  MODEL_TRY(shard_alloc(shard, dt, 2, qkv, &x->qkv));
+  MODEL_TRY(shard_alloc(shard, dt, 3, q, &x->q));
+  MODEL_TRY(shard_alloc(shard, dt, 3, k, &x->k));
+  MODEL_TRY(shard_alloc(shard, dt, 3, q, &x->attn));
+  MODEL_TRY(shard_alloc(shard, dt, 2, hidden, &x->proj));
+  MODEL_TRY(shard_alloc(shard, dt, 2, gate_up, &x->gate_up));
+  MODEL_TRY(shard_alloc(shard, dt, 2, act, &x->act));
+  MODEL_TRY(shard_alloc(shard, dt, 2, last, &x->last));
+  return alloc_logits(s, shard, first_rank, rows);
 }
 
 /* Host state: sequences, the free-block stack, the step arrays. */
@@ -144,7 +164,7 @@ static gllmk_status alloc_host(session_state *s) {
   s->step_capacity = largest.total;
   s->step_host = calloc(s->step_capacity, sizeof *s->step_host);
   if (s->step_host == NULL) return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_session_create: out of memory");
-  return gllmk_buffer_alloc(s->context, s->step_capacity * 4, &s->step_buffer);
+  return GLLMK_OK;
 }
 
 gllmk_status session_from_handle(const gllmk_session *handle, const char *fn,
@@ -156,12 +176,21 @@ gllmk_status session_from_handle(const gllmk_session *handle, const char *fn,
   return GLLMK_OK;
 }
 
+static gllmk_status build_shard(session_state *s, uint32_t rank) {
+  session_shard *shard = &s->shards[rank];
+  shard->context = s->model->shards[rank].context;
+  MODEL_TRY(alloc_cache(s, shard));
+  MODEL_TRY(alloc_scratch(s, shard, rank == 0));
+  MODEL_TRY(gllmk_buffer_alloc(shard->context, s->step_capacity * 4, &shard->step_buffer));
+  return gllmk_synchronize(shard->context);
+}
+
 static gllmk_status build_session(session_state *s, const gllmk_session_options *options) {
   MODEL_TRY(size_session(s, options));
   MODEL_TRY(alloc_host(s));
-  MODEL_TRY(alloc_cache(s));
-  MODEL_TRY(alloc_scratch(s));
-  MODEL_TRY(gllmk_synchronize(s->context));
+  s->shards = calloc(s->model->ranks, sizeof *s->shards);
+  if (s->shards == NULL) return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_session_create: out of memory");
+  for (uint32_t r = 0; r < s->model->ranks; r++) MODEL_TRY(build_shard(s, r));
   s->handle = core_handle_new(CORE_HANDLE_SESSION, s);
   if (s->handle == 0)
     return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_session_create: out of handles");
@@ -176,7 +205,6 @@ gllmk_status gllmk_session_create(gllmk_model *model_handle, const gllmk_session
   session_state *s = calloc(1, sizeof *s);
   if (s == NULL) return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_session_create: out of memory");
   s->model = model;
-  s->context = model->context;
   gllmk_status status = build_session(s, options);
   if (status != GLLMK_OK) {
     char message[1024];
@@ -190,16 +218,22 @@ gllmk_status gllmk_session_create(gllmk_model *model_handle, const gllmk_session
   return GLLMK_OK;
 }
 
+static void free_shard(session_shard *shard) {
+  for (uint32_t i = 0; i < SESSION_BUCKETS; i++) gllmk_recording_free(shard->recordings[i]);
+  buffer_list_free(&shard->buffers);
+  gllmk_buffer_free(shard->step_buffer);
+  gllmk_buffer_free(shard->gathered);
+  free(shard->k_cache);
+  free(shard->v_cache);
+}
+
 void session_free(session_state *s) {
-  for (uint32_t i = 0; i < SESSION_BUCKETS; i++) gllmk_recording_free(s->recordings[i]);
-  buffer_list_free(&s->buffers);
-  gllmk_buffer_free(s->step_buffer);
+  for (uint32_t r = 0; s->shards && r < s->model->ranks; r++) free_shard(&s->shards[r]);
+  free(s->shards);
   for (uint32_t i = 0; s->seqs && i < s->max_sequences; i++) free(s->seqs[i].blocks);
   free(s->seqs);
   free(s->free_blocks);
   free(s->step_host);
-  free(s->k_cache);
-  free(s->v_cache);
   free(s);
 }
 
@@ -308,8 +342,9 @@ gllmk_status gllmk_session_get_stats(const gllmk_session *handle, gllmk_session_
   gllmk_session_stats st = {s->block_size, s->blocks_total, s->free_count, s->max_sequences, 0,
                             s->max_tokens, s->max_length, 0, s->recording_count};
   for (uint32_t i = 0; i < s->max_sequences; i++) st.live_sequences += s->seqs[i].live;
-  for (uint32_t i = 0; i < s->model->config.layers; i++)
-    st.cache_bytes += 2 * gllmk_tensor_extent_bytes(&s->k_cache[i]);
+  for (uint32_t r = 0; r < s->model->ranks; r++)
+    for (uint32_t i = 0; i < s->model->config.layers; i++)
+      st.cache_bytes += 2 * gllmk_tensor_extent_bytes(&s->shards[r].k_cache[i]);
   *out = st;
   return GLLMK_OK;
 }

@@ -97,23 +97,59 @@ static void fill_step(session_state *s, const gllmk_seq_input *inputs, uint32_t 
   h[l->q_starts + l->seqs] = (int32_t)row;
 }
 
-/* A decode batch replays its bucket's recording, made on first use. */
-static gllmk_status replay_decode(session_state *s, const step_layout *l) {
-  gllmk_recording **slot = &s->recordings[__builtin_ctz(l->seqs)];
-  if (*slot == NULL) {
-    MODEL_TRY(gllmk_recording_begin(s->context));
-    gllmk_status status = forward_enqueue(s, l);
-    gllmk_recording *recording = NULL;
-    gllmk_status ended = gllmk_recording_end(s->context, &recording);
-    if (status != GLLMK_OK) {
-      gllmk_recording_free(recording);
-      return status;
-    }
-    MODEL_TRY(ended);
-    *slot = recording;
-    s->recording_count++;
+/* Ends every rank's recording in progress; keeps them (all) only when the
+ * step was recorded whole, and natively where the ranks have collectives. */
+static gllmk_status end_recordings(session_state *s, uint32_t bucket, uint32_t begun,
+                                   gllmk_status status) {
+  uint32_t ranks = s->model->ranks;
+  gllmk_recording *made[MODEL_MAX_RANKS] = {NULL};
+  for (uint32_t r = 0; r < begun; r++) {
+    gllmk_status ended = gllmk_recording_end(s->shards[r].context, &made[r]);
+    if (status == GLLMK_OK) status = ended;
+    if (ranks > 1 && made[r] && !gllmk_recording_is_native(made[r]) && status == GLLMK_OK)
+      status = MODEL_FAIL(GLLMK_ERR_UNSUPPORTED, "%s: the backend could not compile a recording",
+                          FN);
   }
-  return gllmk_recording_replay(*slot);
+  for (uint32_t r = 0; r < ranks; r++) {
+    if (status == GLLMK_OK) s->shards[r].recordings[bucket] = made[r];
+    else gllmk_recording_free(made[r]);
+  }
+  return status;
+}
+
+/* Records a decode step of `bucket` on every rank. A step whose collectives
+ * the backend cannot record (no native recordings: the cpu loopback) makes
+ * the session run decode call by call from then on. */
+static gllmk_status record_decode(session_state *s, uint32_t bucket, const step_layout *l) {
+  uint32_t begun = 0;
+  gllmk_status status = GLLMK_OK;
+  while (begun < s->model->ranks &&
+         (status = gllmk_recording_begin(s->shards[begun].context)) == GLLMK_OK)
+    begun++;
+  if (status == GLLMK_OK) status = forward_enqueue(s, l);
+  char message[1024];
+  snprintf(message, sizeof message, "%s", gllmk_last_error());
+  status = end_recordings(s, bucket, begun, status);
+  if (status == GLLMK_OK) {
+    s->recording_count++;
+    return GLLMK_OK;
+  }
+  if (status == GLLMK_ERR_UNSUPPORTED && s->model->ranks > 1) {
+    s->unrecorded_decode = true;
+    return GLLMK_OK;
+  }
+  return MODEL_FAIL(status, "%s", message);
+}
+
+/* A decode batch replays its bucket's recording on every rank, made on first use. */
+static gllmk_status replay_decode(session_state *s, const step_layout *l) {
+  uint32_t bucket = (uint32_t)__builtin_ctz(l->seqs);
+  if (!s->unrecorded_decode && s->shards[0].recordings[bucket] == NULL)
+    MODEL_TRY(record_decode(s, bucket, l));
+  if (s->unrecorded_decode) return forward_enqueue(s, l);
+  for (uint32_t r = 0; r < s->model->ranks; r++)
+    MODEL_TRY(gllmk_recording_replay(s->shards[r].recordings[bucket]));
+  return GLLMK_OK;
 }
 
 static gllmk_status run_step(session_state *s, const gllmk_seq_input *inputs, uint32_t count,
@@ -127,7 +163,8 @@ static gllmk_status run_step(session_state *s, const gllmk_seq_input *inputs, ui
   step_layout l;
   step_layout_for(s, decode ? seqs : tokens, seqs, &l);
   fill_step(s, inputs, count, &l);
-  MODEL_TRY(gllmk_buffer_write(s->step_buffer, 0, s->step_host, l.total * 4));
+  for (uint32_t r = 0; r < s->model->ranks; r++)
+    MODEL_TRY(gllmk_buffer_write(s->shards[r].step_buffer, 0, s->step_host, l.total * 4));
   return decode ? replay_decode(s, &l) : forward_enqueue(s, &l);
 }
 
@@ -139,17 +176,18 @@ static gllmk_status sample(session_state *s, const gllmk_seq_input *inputs, uint
                            const gllmk_sampling *sampling) {
   bool all_greedy = true;
   for (uint32_t i = 0; sampling && i < count; i++) all_greedy = all_greedy && greedy(&sampling[i]);
+  const session_shard *first = &s->shards[0];
   gllmk_tensor logits, out;
   if (all_greedy) {
-    MODEL_TRY(gllmk_tensor_slice(&s->x.logits, 0, 0, count, 1, &logits));
-    MODEL_TRY(gllmk_tensor_slice(&s->x.tokens, 0, 0, count, 1, &out));
-    return gllmk_argmax(s->context, &(gllmk_argmax_args){.out = &out, .logits = &logits});
+    MODEL_TRY(gllmk_tensor_slice(&first->x.logits, 0, 0, count, 1, &logits));
+    MODEL_TRY(gllmk_tensor_slice(&first->x.tokens, 0, 0, count, 1, &out));
+    return gllmk_argmax(first->context, &(gllmk_argmax_args){.out = &out, .logits = &logits});
   }
   for (uint32_t i = 0; i < count; i++) {
     const gllmk_sampling *p = &sampling[i];
-    MODEL_TRY(gllmk_tensor_slice(&s->x.logits, 0, i, 1, 1, &logits));
-    MODEL_TRY(gllmk_tensor_slice(&s->x.tokens, 0, i, 1, 1, &out));
-    MODEL_TRY(gllmk_sample(s->context, &(gllmk_sample_args){
+    MODEL_TRY(gllmk_tensor_slice(&first->x.logits, 0, i, 1, 1, &logits));
+    MODEL_TRY(gllmk_tensor_slice(&first->x.tokens, 0, i, 1, 1, &out));
+    MODEL_TRY(gllmk_sample(first->context, &(gllmk_sample_args){
         .out = &out, .logits = &logits, .temperature = p->temperature, .top_k = p->top_k,
         .top_p = p->top_p == 0 ? 1.0f : p->top_p, .min_p = p->min_p, .seed = p->seed,
         .offset = s->seqs[inputs[i].seq].length + inputs[i].token_count}));
@@ -179,7 +217,8 @@ static gllmk_status run_and_sample(session_state *s, const gllmk_seq_input *inpu
   MODEL_TRY(run_step(s, inputs, count, tokens));
   if (out_tokens == NULL) return GLLMK_OK;
   MODEL_TRY(sample(s, inputs, count, sampling));
-  return gllmk_buffer_read(s->x.tokens.buffer, s->x.tokens.offset, out_tokens,
+  const gllmk_tensor *tokens_out = &s->shards[0].x.tokens;
+  return gllmk_buffer_read(tokens_out->buffer, tokens_out->offset, out_tokens,
                            (uint64_t)count * sizeof *out_tokens);
 }
 
@@ -197,6 +236,6 @@ gllmk_status gllmk_session_forward(gllmk_session *handle, const gllmk_seq_input 
     return status;
   }
   for (uint32_t i = 0; i < count; i++) s->seqs[inputs[i].seq].length += inputs[i].token_count;
-  if (out_logits) return gllmk_tensor_slice(&s->x.logits, 0, 0, count, 1, out_logits);
+  if (out_logits) return gllmk_tensor_slice(&s->shards[0].x.logits, 0, 0, count, 1, out_logits);
   return GLLMK_OK;
 }

@@ -42,69 +42,262 @@ void buffer_list_free(buffer_list *list) {
   memset(list, 0, sizeof *list);
 }
 
-/* A weight tensor, counted in the model's bytes. */
-static gllmk_status alloc_weight(model_state *m, int32_t dtype, int32_t ndim, const int64_t *shape,
-                                 gllmk_tensor *out) {
-  MODEL_TRY(buffer_list_tensor(&m->buffers, m->context, dtype, ndim, shape, out));
+/* A weight tensor of a shard, counted in the model's bytes. */
+static gllmk_status alloc_weight(model_state *m, model_shard *shard, int32_t dtype, int32_t ndim,
+                                 const int64_t *shape, gllmk_tensor *out) {
+  MODEL_TRY(buffer_list_tensor(&shard->buffers, shard->context, dtype, ndim, shape, out));
   m->weight_bytes += gllmk_tensor_extent_bytes(out);
   return GLLMK_OK;
 }
 
-static gllmk_status alloc_matrix(model_state *m, int64_t rows, int64_t cols, gllmk_tensor *out) {
+static gllmk_status alloc_matrix(model_state *m, model_shard *shard, int64_t rows, int64_t cols,
+                                 gllmk_tensor *out) {
   const int64_t shape[2] = {rows, cols};
-  return alloc_weight(m, m->dtype, 2, shape, out);
+  return alloc_weight(m, shard, m->dtype, 2, shape, out);
 }
 
-static gllmk_status alloc_vector(model_state *m, int64_t length, gllmk_tensor *out) {
-  return alloc_weight(m, m->dtype, 1, &length, out);
+static gllmk_status alloc_vector(model_state *m, model_shard *shard, int64_t length,
+                                 gllmk_tensor *out) {
+  return alloc_weight(m, shard, m->dtype, 1, &length, out);
 }
 
-static gllmk_status alloc_layer(model_state *m, layer_weights *l) {
-  const model_config *c = &m->config;
+/* A rank's layer: its heads' q/k/v rows, its intermediate columns. Biases
+ * added after o and down go to rank 0 only (the all-reduce then adds them
+ * once). */
+static gllmk_status alloc_layer(model_state *m, model_shard *shard, bool first_rank,
+                                layer_weights *l) {
+  const model_config *c = &m->local;
   int64_t h = c->hidden, d = c->head_dim, inter = c->intermediate;
   int64_t q_rows = (int64_t)c->heads * d, qkv_rows = q_rows + 2 * (int64_t)c->kv_heads * d;
-  MODEL_TRY(alloc_vector(m, h, &l->input_norm));
-  MODEL_TRY(alloc_vector(m, h, &l->post_norm));
-  MODEL_TRY(alloc_matrix(m, qkv_rows, h, &l->qkv));
-  MODEL_TRY(alloc_matrix(m, h, q_rows, &l->o));
-  MODEL_TRY(alloc_matrix(m, 2 * inter, h, &l->gate_up));
-  MODEL_TRY(alloc_matrix(m, h, inter, &l->down));
+  MODEL_TRY(alloc_vector(m, shard, h, &l->input_norm));
+  MODEL_TRY(alloc_vector(m, shard, h, &l->post_norm));
+  MODEL_TRY(alloc_matrix(m, shard, qkv_rows, h, &l->qkv));
+  MODEL_TRY(alloc_matrix(m, shard, h, q_rows, &l->o));
+  MODEL_TRY(alloc_matrix(m, shard, 2 * inter, h, &l->gate_up));
+  MODEL_TRY(alloc_matrix(m, shard, h, inter, &l->down));
   l->has_qkv_bias = c->qkv_bias;
-  l->has_o_bias = c->o_bias;
+  l->has_o_bias = c->o_bias && first_rank;
   l->has_mlp_bias = c->mlp_bias;
-  if (c->qkv_bias) MODEL_TRY(alloc_vector(m, qkv_rows, &l->qkv_bias));
-  if (c->o_bias) MODEL_TRY(alloc_vector(m, h, &l->o_bias));
+  l->has_down_bias = c->mlp_bias && first_rank;
+  if (c->qkv_bias) MODEL_TRY(alloc_vector(m, shard, qkv_rows, &l->qkv_bias));
+  if (l->has_o_bias) MODEL_TRY(alloc_vector(m, shard, h, &l->o_bias));
   if (c->mlp_bias) {
-    MODEL_TRY(alloc_vector(m, 2 * inter, &l->gate_up_bias));
-    MODEL_TRY(alloc_vector(m, h, &l->down_bias));
+    MODEL_TRY(alloc_vector(m, shard, 2 * inter, &l->gate_up_bias));
+    if (l->has_down_bias) MODEL_TRY(alloc_vector(m, shard, h, &l->down_bias));
   }
   if (c->qk_norm) {
-    MODEL_TRY(alloc_vector(m, d, &l->q_norm));
-    MODEL_TRY(alloc_vector(m, d, &l->k_norm));
+    MODEL_TRY(alloc_vector(m, shard, d, &l->q_norm));
+    MODEL_TRY(alloc_vector(m, shard, d, &l->k_norm));
   }
   return GLLMK_OK;
 }
 
-gllmk_status model_alloc_weights(model_state *m) {
-  const model_config *c = &m->config;
-  m->layers = calloc(c->layers, sizeof *m->layers);
-  if (m->layers == NULL) return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_model_load: out of memory");
-  MODEL_TRY(alloc_matrix(m, c->vocab, c->hidden, &m->embed));
-  MODEL_TRY(alloc_vector(m, c->hidden, &m->final_norm));
-  if (c->tied_embeddings)
-    m->lm_head = m->embed;
+static gllmk_status alloc_shard(model_state *m, uint32_t rank) {
+  model_shard *shard = &m->shards[rank];
+  const model_config *c = &m->local;
+  shard->layers = calloc(c->layers, sizeof *shard->layers);
+  if (shard->layers == NULL)
+    return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_model_load: out of memory");
+  MODEL_TRY(alloc_matrix(m, shard, m->config.vocab, c->hidden, &shard->embed));
+  MODEL_TRY(alloc_vector(m, shard, c->hidden, &shard->final_norm));
+  if (c->tied_embeddings) /* this rank's vocabulary rows of the embedding */
+    MODEL_TRY(gllmk_tensor_slice(&shard->embed, 0, (int64_t)rank * c->vocab, c->vocab, 1,
+                                 &shard->lm_head));
   else
-    MODEL_TRY(alloc_matrix(m, c->vocab, c->hidden, &m->lm_head));
-  for (uint32_t i = 0; i < c->layers; i++) MODEL_TRY(alloc_layer(m, &m->layers[i]));
+    MODEL_TRY(alloc_matrix(m, shard, c->vocab, c->hidden, &shard->lm_head));
+  for (uint32_t i = 0; i < c->layers; i++)
+    MODEL_TRY(alloc_layer(m, shard, rank == 0, &shard->layers[i]));
   int64_t half = c->rotary_dim / 2;
-  MODEL_TRY(alloc_weight(m, GLLMK_F32, 1, &half, &m->inv_freq));
+  MODEL_TRY(alloc_weight(m, shard, GLLMK_F32, 1, &half, &shard->inv_freq));
   float *inv_freq = malloc((size_t)half * sizeof *inv_freq);
   if (inv_freq == NULL) return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_model_load: out of memory");
   model_config_inv_freq(c, inv_freq);
-  gllmk_status status = gllmk_buffer_write(m->inv_freq.buffer, 0, inv_freq, (uint64_t)half * 4);
+  gllmk_status status = gllmk_buffer_write(shard->inv_freq.buffer, 0, inv_freq, (uint64_t)half * 4);
   free(inv_freq);
   return status;
 }
+
+gllmk_status model_alloc_weights(model_state *m) {
+  for (uint32_t r = 0; r < m->ranks; r++) MODEL_TRY(alloc_shard(m, r));
+  return GLLMK_OK;
+}
+
+/* ------------------------------------------------------------ the split */
+
+/* Where a rank's tensor sits: a field of its model_shard (layer -1) or of
+ * its layer `layer`. */
+typedef struct weight_ref {
+  int32_t layer;
+  size_t field;
+} weight_ref;
+#define SHARD_FIELD(name) ((weight_ref){-1, offsetof(model_shard, name)})
+
+static const gllmk_tensor *tensor_at(const model_shard *shard, weight_ref ref) {
+  const char *base = ref.layer < 0 ? (const char *)shard : (const char *)&shard->layers[ref.layer];
+  return (const gllmk_tensor *)(const void *)(base + ref.field);
+}
+
+typedef enum split_kind {
+  SPLIT_NONE,  /* every rank holds all of it */
+  SPLIT_ROWS,  /* rank r holds rows [r n, (r + 1) n): q/k/v, gate/up, lm_head */
+  SPLIT_COLS,  /* rank r holds cols [r n, (r + 1) n): o, down */
+  SPLIT_FIRST, /* rank 0 holds it: the biases added after an all-reduce */
+} split_kind;
+
+typedef enum fill_kind { FILL_RANDOM, FILL_ONES } fill_kind;
+
+/* One checkpoint tensor, whole [rows(, cols)] as the config says: its name,
+ * where each rank's part of it goes (rows [dst_row, ...) of the rank's
+ * tensor `ref`), and, for synthetic weights, its place in the fused whole
+ * tensor that one stream of random values fills (its rows from fused_row). */
+typedef struct weight_block {
+  char name[96];
+  weight_ref ref;
+  split_kind split;
+  fill_kind fill;
+  int32_t ndim;
+  int64_t rows, cols, dst_row, fused_row;
+} weight_block;
+
+/* Every weight, in the order synthetic weights draw their random values. */
+typedef struct block_list {
+  weight_block *items;
+  uint32_t count, capacity;
+} block_list;
+
+static gllmk_status add_block(block_list *list, const weight_block *block) {
+  if (list->count == list->capacity) {
+    uint32_t capacity = list->capacity ? 2 * list->capacity : 256;
+    weight_block *grown = realloc(list->items, capacity * sizeof *grown);
+    if (grown == NULL) return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_model_load: out of memory");
+    list->items = grown;
+    list->capacity = capacity;
+  }
+  list->items[list->count++] = *block;
+  return GLLMK_OK;
+}
+
+typedef struct block_builder {
+  block_list *list;
+  uint32_t layer;
+  int64_t hidden;
+} block_builder;
+
+/* A block of layer b->layer named "model.layers.<i>.<leaf>". */
+static gllmk_status layer_block(const block_builder *b, const char *leaf, size_t field,
+                                split_kind split, fill_kind fill, int32_t ndim, int64_t rows,
+                                int64_t dst_row, int64_t fused_row) {
+  weight_block w = {.ref = {(int32_t)b->layer, field}, .split = split, .fill = fill,
+                    .ndim = ndim, .rows = rows, .cols = ndim == 2 ? b->hidden : 1,
+                    .dst_row = dst_row, .fused_row = fused_row};
+  snprintf(w.name, sizeof w.name, "model.layers.%u.%s", b->layer, leaf);
+  return add_block(b->list, &w);
+}
+
+/* q, k, v (weights or biases) into a rank's fused qkv rows: its q heads,
+ * then its k heads, then its v heads. */
+static gllmk_status qkv_blocks(const block_builder *b, const model_state *m, const char *suffix,
+                               size_t field, int32_t ndim) {
+  int64_t d = m->config.head_dim, q = m->config.heads * d, kv = m->config.kv_heads * d;
+  int64_t q_local = q / m->ranks, kv_local = kv / m->ranks;
+  const char *const parts[] = {"q_proj", "k_proj", "v_proj"};
+  const int64_t rows[] = {q, kv, kv}, dst[] = {0, q_local, q_local + kv_local},
+                fused[] = {0, q, q + kv};
+  for (int i = 0; i < 3; i++) {
+    char leaf[64];
+    snprintf(leaf, sizeof leaf, "self_attn.%s.%s", parts[i], suffix);
+    MODEL_TRY(layer_block(b, leaf, field, SPLIT_ROWS, FILL_RANDOM, ndim, rows[i], dst[i], fused[i]));
+  }
+  return GLLMK_OK;
+}
+
+static gllmk_status gate_up_blocks(const block_builder *b, const model_state *m,
+                                   const char *suffix, size_t field, int32_t ndim) {
+  int64_t inter = m->config.intermediate;
+  char leaf[64];
+  snprintf(leaf, sizeof leaf, "mlp.gate_proj.%s", suffix);
+  MODEL_TRY(layer_block(b, leaf, field, SPLIT_ROWS, FILL_RANDOM, ndim, inter, 0, 0));
+  snprintf(leaf, sizeof leaf, "mlp.up_proj.%s", suffix);
+  return layer_block(b, leaf, field, SPLIT_ROWS, FILL_RANDOM, ndim, inter, inter / m->ranks, inter);
+}
+
+/* o and down: [hidden, inputs], split by input columns. */
+static gllmk_status column_block(const block_builder *b, const char *leaf, size_t field,
+                                 int64_t inputs) {
+  weight_block w = {.ref = {(int32_t)b->layer, field}, .split = SPLIT_COLS,
+                    .fill = FILL_RANDOM, .ndim = 2, .rows = b->hidden, .cols = inputs};
+  snprintf(w.name, sizeof w.name, "model.layers.%u.%s", b->layer, leaf);
+  return add_block(b->list, &w);
+}
+
+static gllmk_status layer_blocks(block_list *list, const model_state *m, uint32_t i) {
+  const model_config *c = &m->config;
+  const block_builder b = {list, i, c->hidden};
+  int64_t h = c->hidden;
+  MODEL_TRY(layer_block(&b, "input_layernorm.weight", offsetof(layer_weights, input_norm),
+                        SPLIT_NONE, FILL_ONES, 1, h, 0, 0));
+  MODEL_TRY(layer_block(&b, "post_attention_layernorm.weight",
+                        offsetof(layer_weights, post_norm), SPLIT_NONE, FILL_ONES, 1, h, 0, 0));
+  MODEL_TRY(qkv_blocks(&b, m, "weight", offsetof(layer_weights, qkv), 2));
+  MODEL_TRY(column_block(&b, "self_attn.o_proj.weight", offsetof(layer_weights, o),
+                         (int64_t)c->heads * c->head_dim));
+  MODEL_TRY(gate_up_blocks(&b, m, "weight", offsetof(layer_weights, gate_up), 2));
+  MODEL_TRY(column_block(&b, "mlp.down_proj.weight", offsetof(layer_weights, down),
+                         c->intermediate));
+  if (c->qkv_bias) MODEL_TRY(qkv_blocks(&b, m, "bias", offsetof(layer_weights, qkv_bias), 1));
+  if (c->qk_norm) {
+    MODEL_TRY(layer_block(&b, "self_attn.q_norm.weight", offsetof(layer_weights, q_norm),
+                          SPLIT_NONE, FILL_ONES, 1, c->head_dim, 0, 0));
+    MODEL_TRY(layer_block(&b, "self_attn.k_norm.weight", offsetof(layer_weights, k_norm),
+                          SPLIT_NONE, FILL_ONES, 1, c->head_dim, 0, 0));
+  }
+  if (c->o_bias)
+    MODEL_TRY(layer_block(&b, "self_attn.o_proj.bias", offsetof(layer_weights, o_bias),
+                          SPLIT_FIRST, FILL_RANDOM, 1, h, 0, 0));
+  if (c->mlp_bias) {
+    MODEL_TRY(gate_up_blocks(&b, m, "bias", offsetof(layer_weights, gate_up_bias), 1));
+    MODEL_TRY(layer_block(&b, "mlp.down_proj.bias", offsetof(layer_weights, down_bias),
+                          SPLIT_FIRST, FILL_RANDOM, 1, h, 0, 0));
+  }
+  return GLLMK_OK;
+}
+
+static gllmk_status model_blocks(const model_state *m, block_list *list) {
+  const model_config *c = &m->config;
+  int64_t vocab = c->vocab, h = c->hidden;
+  const weight_block embed = {"model.embed_tokens.weight", SHARD_FIELD(embed), SPLIT_NONE,
+                              FILL_RANDOM, 2, vocab, h, 0, 0};
+  const weight_block norm = {"model.norm.weight", SHARD_FIELD(final_norm), SPLIT_NONE,
+                             FILL_ONES, 1, h, 1, 0, 0};
+  const weight_block lm_head = {"lm_head.weight", SHARD_FIELD(lm_head), SPLIT_ROWS,
+                                FILL_RANDOM, 2, vocab, h, 0, 0};
+  MODEL_TRY(add_block(list, &embed));
+  MODEL_TRY(add_block(list, &norm));
+  if (!c->tied_embeddings) MODEL_TRY(add_block(list, &lm_head));
+  for (uint32_t i = 0; i < c->layers; i++) MODEL_TRY(layer_blocks(list, m, i));
+  return GLLMK_OK;
+}
+
+/* Rank r's part of a block: rows [row0, ...) x cols [col0, ...) of the
+ * whole (file) tensor go to `dst`, a dense [rows, cols] view of the rank's
+ * tensor. Ranks that hold nothing of it (SPLIT_FIRST) get false. */
+typedef struct weight_part {
+  int64_t row0, col0;
+  gllmk_tensor dst;
+} weight_part;
+
+static bool part_of(const model_state *m, uint32_t rank, const weight_block *w,
+                    weight_part *out) {
+  if (w->split == SPLIT_FIRST && rank > 0) return false;
+  const gllmk_tensor *t = tensor_at(&m->shards[rank], w->ref);
+  int64_t rows = w->split == SPLIT_ROWS ? w->rows / m->ranks : w->rows;
+  out->row0 = w->split == SPLIT_ROWS ? (int64_t)rank * rows : 0;
+  out->col0 = w->split == SPLIT_COLS ? (int64_t)rank * (w->cols / m->ranks) : 0;
+  return gllmk_tensor_slice(t, 0, w->dst_row, rows, 1, &out->dst) == GLLMK_OK;
+}
+
+static int64_t part_rows(const weight_part *p) { return p->dst.shape[0]; }
+static int64_t part_cols(const weight_part *p) { return p->dst.ndim == 2 ? p->dst.shape[1] : 1; }
 
 /* ------------------------------------------------------------ checkpoint */
 
@@ -112,14 +305,10 @@ typedef struct uploader {
   model_state *model;
   const st_model *files;
   const gllmk_model_load_options *options;
-  gllmk_buffer *staging; /* created on the first conversion */
-  uint64_t done, total;
+  gllmk_buffer *staging[MODEL_MAX_RANKS]; /* each rank's, made on its first conversion */
+  uint8_t *gathered;                      /* host rows of a column part */
+  uint64_t done, total;                   /* device bytes, for the progress callback */
 } uploader;
-
-/* `rows` rows of `t` starting at row `first` (a vector is one row per element). */
-static gllmk_status rows_of(const gllmk_tensor *t, int64_t first, int64_t rows, gllmk_tensor *out) {
-  return gllmk_tensor_slice(t, 0, first, rows, 1, out);
-}
 
 static void report(uploader *u, uint64_t bytes) {
   u->done += bytes;
@@ -127,45 +316,72 @@ static void report(uploader *u, uint64_t bytes) {
     u->options->progress(u->options->progress_data, u->done, u->total);
 }
 
-/* Rows of a file tensor in another dtype: staged in chunks, cast on the device. */
-static gllmk_status upload_converted(uploader *u, const st_tensor *src, const gllmk_tensor *dst) {
-  int64_t row_elems = dst->ndim == 2 ? dst->shape[1] : 1, rows = dst->shape[0];
-  uint64_t src_row_bytes = (uint64_t)row_elems * gllmk_dtype_size((gllmk_dtype)src->dtype);
-  if (u->staging == NULL) MODEL_TRY(gllmk_buffer_alloc(u->model->context, STAGING_BYTES, &u->staging));
-  int64_t chunk = (int64_t)(STAGING_BYTES / src_row_bytes);
+/* `rows` rows of `row_elems` host values of `src_dtype` into the dense view
+ * `dst` of rank `rank`: written straight, or staged on the device and cast
+ * there when the dtypes differ. */
+static gllmk_status upload_host_rows(uploader *u, uint32_t rank, const uint8_t *host,
+                                     int32_t src_dtype, int64_t rows, int64_t row_elems,
+                                     const gllmk_tensor *dst) {
+  gllmk_context *context = u->model->shards[rank].context;
+  uint64_t row_bytes = (uint64_t)row_elems * gllmk_dtype_size((gllmk_dtype)src_dtype);
+  int64_t chunk = (int64_t)(STAGING_BYTES / row_bytes);
   if (chunk < 1)
-    return MODEL_FAIL(GLLMK_ERR_UNSUPPORTED, "%s: tensor \"%s\" has rows over %u bytes", src->file,
-                      src->name, STAGING_BYTES);
+    return MODEL_FAIL(GLLMK_ERR_UNSUPPORTED, "gllmk_model_load: rows over %u bytes", STAGING_BYTES);
+  bool cast = src_dtype != dst->dtype;
+  if (cast && u->staging[rank] == NULL)
+    MODEL_TRY(gllmk_buffer_alloc(context, STAGING_BYTES, &u->staging[rank]));
   for (int64_t first = 0; first < rows; first += chunk) {
     int64_t n = rows - first < chunk ? rows - first : chunk;
-    const int64_t shape[2] = {n, row_elems};
-    gllmk_tensor staged, out;
-    MODEL_TRY(gllmk_buffer_write(u->staging, 0, src->data + (uint64_t)first * src_row_bytes,
-                                 (uint64_t)n * src_row_bytes));
-    MODEL_TRY(gllmk_tensor_make(u->staging, 0, (gllmk_dtype)src->dtype, dst->ndim, shape, &staged));
-    MODEL_TRY(rows_of(dst, first, n, &out));
-    MODEL_TRY(gllmk_copy(u->model->context, &(gllmk_copy_args){.out = &out, .src = &staged}));
-    report(u, (uint64_t)n * src_row_bytes);
+    const uint8_t *from = host + (uint64_t)first * row_bytes;
+    gllmk_tensor out;
+    MODEL_TRY(gllmk_tensor_slice(dst, 0, first, n, 1, &out));
+    if (cast) {
+      const int64_t shape[2] = {n, row_elems};
+      gllmk_tensor staged;
+      MODEL_TRY(gllmk_buffer_write(u->staging[rank], 0, from, (uint64_t)n * row_bytes));
+      MODEL_TRY(gllmk_tensor_make(u->staging[rank], 0, (gllmk_dtype)src_dtype, dst->ndim, shape,
+                                  &staged));
+      MODEL_TRY(gllmk_copy(context, &(gllmk_copy_args){.out = &out, .src = &staged}));
+    } else {
+      MODEL_TRY(gllmk_buffer_write(out.buffer, out.offset, from, (uint64_t)n * row_bytes));
+    }
+    report(u, gllmk_tensor_extent_bytes(&out));
   }
   return GLLMK_OK;
 }
 
-/* Same dtype: straight from the mapping into the tensor, in chunks for the
- * progress callback. */
-static gllmk_status upload_direct(uploader *u, const st_tensor *src, const gllmk_tensor *dst) {
-  for (uint64_t done = 0; done < src->bytes; done += STAGING_BYTES) {
-    uint64_t n = src->bytes - done < STAGING_BYTES ? src->bytes - done : STAGING_BYTES;
-    MODEL_TRY(gllmk_buffer_write(dst->buffer, dst->offset + done, src->data + done, n));
-    report(u, n);
+/* A rank's part of a file tensor of `full_cols` columns: whole rows come
+ * straight from the mapping; a column part is gathered row by row into
+ * host memory first, so only the rank's bytes of the file are read. */
+static gllmk_status upload_part(uploader *u, uint32_t rank, const st_tensor *src,
+                                int64_t full_cols, const weight_part *p) {
+  uint64_t elem = gllmk_dtype_size((gllmk_dtype)src->dtype);
+  int64_t rows = part_rows(p), cols = part_cols(p);
+  uint64_t row_bytes = (uint64_t)full_cols * elem, part_bytes = (uint64_t)cols * elem;
+  const uint8_t *first = src->data + (uint64_t)p->row0 * row_bytes + (uint64_t)p->col0 * elem;
+  if (cols == full_cols) return upload_host_rows(u, rank, first, src->dtype, rows, cols, &p->dst);
+  if (u->gathered == NULL && (u->gathered = malloc(STAGING_BYTES)) == NULL)
+    return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_model_load: out of memory");
+  int64_t chunk = (int64_t)(STAGING_BYTES / part_bytes);
+  for (int64_t row = 0; row < rows; row += chunk) {
+    int64_t n = rows - row < chunk ? rows - row : chunk;
+    for (int64_t i = 0; i < n; i++)
+      memcpy(u->gathered + (uint64_t)i * part_bytes, first + (uint64_t)(row + i) * row_bytes,
+             part_bytes);
+    gllmk_tensor rows_view;
+    MODEL_TRY(gllmk_tensor_slice(&p->dst, 0, row, n, 1, &rows_view));
+    MODEL_TRY(upload_host_rows(u, rank, u->gathered, src->dtype, n, cols, &rows_view));
   }
   return GLLMK_OK;
 }
 
-static gllmk_status shape_error(const st_tensor *t, const gllmk_tensor *dst) {
+static gllmk_status shape_error(const st_tensor *t, const weight_block *w) {
   char want[64], have[64];
-  int w = 0, h = 0;
-  for (int32_t i = 0; i < dst->ndim; i++)
-    w += snprintf(want + w, sizeof want - (size_t)w, "%s%lld", i ? ", " : "", (long long)dst->shape[i]);
+  int h = 0;
+  if (w->ndim == 2)
+    snprintf(want, sizeof want, "%lld, %lld", (long long)w->rows, (long long)w->cols);
+  else
+    snprintf(want, sizeof want, "%lld", (long long)w->rows);
   for (int32_t i = 0; i < t->ndim && h < (int)sizeof have - 24; i++)
     h += snprintf(have + h, sizeof have - (size_t)h, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
   if (t->ndim == 0) snprintf(have, sizeof have, "a scalar");
@@ -173,128 +389,66 @@ static gllmk_status shape_error(const st_tensor *t, const gllmk_tensor *dst) {
                     t->file, t->name, have, want);
 }
 
-/* The checkpoint tensor `name` into `dst` (a tensor or a row range of one). */
-static gllmk_status upload(uploader *u, const char *name, const gllmk_tensor *dst) {
-  const st_tensor *src = st_model_find(u->files, name);
+static gllmk_status upload_block(uploader *u, const weight_block *w) {
+  const st_tensor *src = st_model_find(u->files, w->name);
   if (src == NULL)
     return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: tensor \"%s\" is missing from the checkpoint",
-                      u->options->path, name);
-  bool same = src->ndim == dst->ndim;
-  for (int32_t i = 0; same && i < dst->ndim; i++) same = src->shape[i] == dst->shape[i];
-  if (!same) return shape_error(src, dst);
-  if (src->dtype == dst->dtype) return upload_direct(u, src, dst);
-  return upload_converted(u, src, dst);
-}
-
-/* `name` into rows [first, first + rows) of `fused`. */
-static gllmk_status upload_rows(uploader *u, const char *name, const gllmk_tensor *fused,
-                                int64_t first, int64_t rows) {
-  gllmk_tensor part;
-  MODEL_TRY(rows_of(fused, first, rows, &part));
-  return upload(u, name, &part);
-}
-
-static gllmk_status upload_fused_qkv(uploader *u, const char *prefix, const gllmk_tensor *dst,
-                                     const char *suffix) {
-  const model_config *c = &u->model->config;
-  int64_t q = (int64_t)c->heads * c->head_dim, kv = (int64_t)c->kv_heads * c->head_dim;
-  const char *const parts[] = {"q_proj", "k_proj", "v_proj"};
-  const int64_t first[] = {0, q, q + kv}, rows[] = {q, kv, kv};
-  char name[256];
-  for (int i = 0; i < 3; i++) {
-    snprintf(name, sizeof name, "%s.self_attn.%s.%s", prefix, parts[i], suffix);
-    MODEL_TRY(upload_rows(u, name, dst, first[i], rows[i]));
+                      u->options->path, w->name);
+  bool same = src->ndim == w->ndim && src->shape[0] == w->rows &&
+              (w->ndim == 1 || src->shape[1] == w->cols);
+  if (!same) return shape_error(src, w);
+  for (uint32_t r = 0; r < u->model->ranks; r++) {
+    weight_part part;
+    if (part_of(u->model, r, w, &part)) MODEL_TRY(upload_part(u, r, src, w->cols, &part));
   }
   return GLLMK_OK;
 }
 
-static gllmk_status upload_fused_gate_up(uploader *u, const char *prefix, const gllmk_tensor *dst,
-                                         const char *suffix) {
-  int64_t inter = u->model->config.intermediate;
-  char name[256];
-  snprintf(name, sizeof name, "%s.mlp.gate_proj.%s", prefix, suffix);
-  MODEL_TRY(upload_rows(u, name, dst, 0, inter));
-  snprintf(name, sizeof name, "%s.mlp.up_proj.%s", prefix, suffix);
-  return upload_rows(u, name, dst, inter, inter);
-}
-
-static gllmk_status upload_named(uploader *u, const char *prefix, const char *leaf,
-                                 const gllmk_tensor *dst) {
-  char name[256];
-  snprintf(name, sizeof name, "%s.%s", prefix, leaf);
-  return upload(u, name, dst);
-}
-
-static gllmk_status upload_layer(uploader *u, uint32_t index) {
-  const layer_weights *l = &u->model->layers[index];
-  char prefix[64];
-  snprintf(prefix, sizeof prefix, "model.layers.%u", index);
-  MODEL_TRY(upload_named(u, prefix, "input_layernorm.weight", &l->input_norm));
-  MODEL_TRY(upload_named(u, prefix, "post_attention_layernorm.weight", &l->post_norm));
-  MODEL_TRY(upload_fused_qkv(u, prefix, &l->qkv, "weight"));
-  if (l->has_qkv_bias) MODEL_TRY(upload_fused_qkv(u, prefix, &l->qkv_bias, "bias"));
-  MODEL_TRY(upload_named(u, prefix, "self_attn.o_proj.weight", &l->o));
-  if (l->has_o_bias) MODEL_TRY(upload_named(u, prefix, "self_attn.o_proj.bias", &l->o_bias));
-  if (u->model->config.qk_norm) {
-    MODEL_TRY(upload_named(u, prefix, "self_attn.q_norm.weight", &l->q_norm));
-    MODEL_TRY(upload_named(u, prefix, "self_attn.k_norm.weight", &l->k_norm));
-  }
-  MODEL_TRY(upload_fused_gate_up(u, prefix, &l->gate_up, "weight"));
-  MODEL_TRY(upload_named(u, prefix, "mlp.down_proj.weight", &l->down));
-  if (l->has_mlp_bias) {
-    MODEL_TRY(upload_fused_gate_up(u, prefix, &l->gate_up_bias, "bias"));
-    MODEL_TRY(upload_named(u, prefix, "mlp.down_proj.bias", &l->down_bias));
-  }
-  return GLLMK_OK;
-}
-
-/* Bytes the upload reads from the files, for the progress callback. */
-static uint64_t checkpoint_bytes(const model_state *m, const st_model *files) {
-  uint64_t total = 0;
-  for (uint32_t f = 0; f < files->file_count; f++)
-    for (uint32_t i = 0; i < files->files[f].count; i++) {
-      const st_tensor *t = &files->files[f].tensors[i];
-      bool skipped = m->config.tied_embeddings && strcmp(t->name, "lm_head.weight") == 0;
-      if (!skipped) total += t->bytes;
-    }
-  return total;
-}
-
-static gllmk_status upload_all(uploader *u) {
-  model_state *m = u->model;
-  MODEL_TRY(upload(u, "model.embed_tokens.weight", &m->embed));
-  for (uint32_t i = 0; i < m->config.layers; i++) MODEL_TRY(upload_layer(u, i));
-  MODEL_TRY(upload(u, "model.norm.weight", &m->final_norm));
-  if (!m->config.tied_embeddings) MODEL_TRY(upload(u, "lm_head.weight", &m->lm_head));
+static gllmk_status upload_all(uploader *u, const block_list *blocks) {
+  for (uint32_t i = 0; i < blocks->count; i++) MODEL_TRY(upload_block(u, &blocks->items[i]));
   /* Conversions are enqueued: wait for them before the files are unmapped. */
-  return gllmk_synchronize(m->context);
+  for (uint32_t r = 0; r < u->model->ranks; r++) MODEL_TRY(gllmk_synchronize(u->model->shards[r].context));
+  return GLLMK_OK;
+}
+
+/* Device bytes of every weight but the rope table (computed, not loaded). */
+static uint64_t upload_bytes(const model_state *m) {
+  return m->weight_bytes - m->ranks * gllmk_tensor_extent_bytes(&m->shards[0].inv_freq);
 }
 
 gllmk_status model_upload_checkpoint(model_state *m, const char *dir,
                                      const gllmk_model_load_options *options) {
   st_model files;
   MODEL_TRY(st_model_open(dir, &files));
-  uploader u = {m, &files, options, NULL, 0, checkpoint_bytes(m, &files)};
-  gllmk_status status = upload_all(&u);
-  if (u.staging) {
-    gllmk_status synced = gllmk_synchronize(m->context);
+  uploader u = {.model = m, .files = &files, .options = options, .total = upload_bytes(m)};
+  block_list blocks = {0};
+  gllmk_status status = model_blocks(m, &blocks);
+  if (status == GLLMK_OK) status = upload_all(&u, &blocks);
+  for (uint32_t r = 0; r < m->ranks; r++) {
+    if (u.staging[r] == NULL) continue;
+    gllmk_status synced = gllmk_synchronize(m->shards[r].context);
     if (status == GLLMK_OK) status = synced;
-    gllmk_buffer_free(u.staging);
+    gllmk_buffer_free(u.staging[r]);
   }
+  free(u.gathered);
+  free(blocks.items);
   st_model_close(&files);
   return status;
 }
 
 /* ------------------------------------------------------------- synthetic */
 
-/* A pool of random values on the device; each weight is filled with copies
- * of pool ranges at random offsets. POOL_ELEMS is odd so that ranges of
- * consecutive tensors do not line up. */
+/* A pool of random values on each rank's device; a whole weight is filled
+ * with copies of pool ranges at random offsets, and each rank copies the
+ * parts of those ranges that fall in its share, so every split of a model
+ * holds the same numbers. POOL_ELEMS is odd so that ranges of consecutive
+ * tensors do not line up. */
 #define POOL_ELEMS ((1u << 20) + 7)
+#define POOL_RANGE (POOL_ELEMS / 2)
 
 typedef struct synth {
   model_state *model;
-  gllmk_buffer *pool;
+  gllmk_buffer *pools[MODEL_MAX_RANKS];
   uint64_t state;
 } synth;
 
@@ -305,67 +459,161 @@ static uint64_t next_random(uint64_t *state) { /* splitmix64 */
   return z ^ (z >> 31);
 }
 
+/* The pool in the model's dtype on one rank, from F32 `values`. */
+static gllmk_status make_pool(synth *s, uint32_t rank, const float *values) {
+  gllmk_context *context = s->model->shards[rank].context;
+  int64_t n = POOL_ELEMS;
+  gllmk_buffer *f32 = NULL;
+  gllmk_tensor src, dst;
+  gllmk_status status = gllmk_buffer_alloc(context, (uint64_t)n * 4, &f32);
+  if (status == GLLMK_OK) status = gllmk_buffer_write(f32, 0, values, (uint64_t)n * 4);
+  if (status == GLLMK_OK)
+    status = gllmk_buffer_alloc(context, (uint64_t)n * gllmk_dtype_size((gllmk_dtype)s->model->dtype),
+                                &s->pools[rank]);
+  if (status == GLLMK_OK) status = gllmk_tensor_make(f32, 0, GLLMK_F32, 1, &n, &src);
+  if (status == GLLMK_OK)
+    status = gllmk_tensor_make(s->pools[rank], 0, (gllmk_dtype)s->model->dtype, 1, &n, &dst);
+  if (status == GLLMK_OK) status = gllmk_copy(context, &(gllmk_copy_args){.out = &dst, .src = &src});
+  if (status == GLLMK_OK) status = gllmk_synchronize(context);
+  gllmk_buffer_free(f32);
+  return status;
+}
+
 /* Uniform values of standard deviation 1/sqrt(hidden): projections keep
  * activations near unit scale, so logits have a spread of a few units. */
-static gllmk_status make_pool(synth *s) {
+static gllmk_status make_pools(synth *s) {
   float *values = malloc((size_t)POOL_ELEMS * sizeof *values);
   if (values == NULL) return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "gllmk_model_load: out of memory");
   float scale = sqrtf(3.0f / (float)s->model->config.hidden);
   for (uint32_t i = 0; i < POOL_ELEMS; i++)
     values[i] = scale * (2.0f * (float)(next_random(&s->state) >> 40) / (float)(1 << 24) - 1.0f);
-  gllmk_buffer *f32 = NULL;
-  gllmk_status status = gllmk_buffer_alloc(s->model->context, (uint64_t)POOL_ELEMS * 4, &f32);
-  if (status == GLLMK_OK) status = gllmk_buffer_write(f32, 0, values, (uint64_t)POOL_ELEMS * 4);
+  gllmk_status status = GLLMK_OK;
+  for (uint32_t r = 0; r < s->model->ranks && status == GLLMK_OK; r++) status = make_pool(s, r, values);
   free(values);
-  int64_t n = POOL_ELEMS;
-  gllmk_tensor src, dst;
-  if (status == GLLMK_OK)
-    status = gllmk_buffer_alloc(s->model->context, (uint64_t)n * gllmk_dtype_size((gllmk_dtype)s->model->dtype), &s->pool);
-  if (status == GLLMK_OK) status = gllmk_tensor_make(f32, 0, GLLMK_F32, 1, &n, &src);
-  if (status == GLLMK_OK) status = gllmk_tensor_make(s->pool, 0, (gllmk_dtype)s->model->dtype, 1, &n, &dst);
-  if (status == GLLMK_OK) status = gllmk_copy(s->model->context, &(gllmk_copy_args){.out = &dst, .src = &src});
-  if (status == GLLMK_OK) status = gllmk_synchronize(s->model->context);
-  gllmk_buffer_free(f32);
   return status;
 }
 
-static gllmk_status fill_random(synth *s, const gllmk_tensor *t) {
-  uint64_t elem = gllmk_dtype_size((gllmk_dtype)t->dtype), total = (uint64_t)gllmk_tensor_numel(t);
-  for (uint64_t done = 0; done < total;) {
-    uint64_t start = next_random(&s->state) % (POOL_ELEMS / 2);
-    uint64_t n = total - done < POOL_ELEMS / 2 ? total - done : POOL_ELEMS / 2;
-    MODEL_TRY(gllmk_buffer_copy(t->buffer, t->offset + done * elem, s->pool, start * elem, n * elem));
+/* A rank's block of a whole [rows, cols] weight being filled: rows from
+ * row0, cols from col0 of the whole go to `dst` (dense). */
+typedef struct fill_piece {
+  uint32_t rank;
+  int64_t row0, col0;
+  gllmk_tensor dst;
+} fill_piece;
+
+/* Rows [first, first + count) of a piece, all inside one pool range: the
+ * whole row run is one strided copy from the pool. `a` is the whole
+ * weight's element where the range starts, `start` the pool's. */
+static gllmk_status copy_rows(synth *s, const fill_piece *p, int64_t cols_whole, int64_t first,
+                              int64_t count, int64_t a, uint64_t start) {
+  gllmk_context *context = s->model->shards[p->rank].context;
+  int64_t cols = p->dst.ndim == 2 ? p->dst.shape[1] : 1;
+  int64_t begin = (p->row0 + first) * cols_whole + p->col0 - a;
+  const int64_t shape[2] = {count, cols};
+  gllmk_tensor src, dst;
+  MODEL_TRY(gllmk_tensor_make(s->pools[p->rank], (start + (uint64_t)begin) * gllmk_dtype_size((gllmk_dtype)p->dst.dtype),
+                              (gllmk_dtype)p->dst.dtype, 2, shape, &src));
+  src.strides[0] = cols_whole;
+  MODEL_TRY(gllmk_tensor_slice(&p->dst, 0, first, count, 1, &dst));
+  if (dst.ndim == 1) MODEL_TRY(gllmk_tensor_reshape(&dst, 2, shape, &dst));
+  return gllmk_copy(context, &(gllmk_copy_args){.out = &dst, .src = &src});
+}
+
+/* The part of one row of a piece that a pool range [a, a + n) covers. */
+static gllmk_status copy_row_part(synth *s, const fill_piece *p, int64_t cols_whole, int64_t row,
+                                  int64_t lo, int64_t hi, int64_t a, uint64_t start) {
+  uint64_t elem = gllmk_dtype_size((gllmk_dtype)p->dst.dtype);
+  int64_t cols = p->dst.ndim == 2 ? p->dst.shape[1] : 1;
+  int64_t seg = (p->row0 + row) * cols_whole + p->col0;
+  uint64_t dst = p->dst.offset + (uint64_t)(row * cols + (lo - seg)) * elem;
+  return gllmk_buffer_copy(p->dst.buffer, dst, s->pools[p->rank], (start + (uint64_t)(lo - a)) * elem,
+                           (uint64_t)(hi - lo) * elem);
+}
+
+/* Fills what a piece holds of the whole weight's elements [a, a + n),
+ * which are pool elements [start, start + n). */
+static gllmk_status fill_range(synth *s, const fill_piece *p, int64_t cols_whole, int64_t a,
+                               int64_t n, uint64_t start) {
+  int64_t rows = p->dst.shape[0], cols = p->dst.ndim == 2 ? p->dst.shape[1] : 1;
+  int64_t first = a / cols_whole - p->row0, last = (a + n - 1) / cols_whole - p->row0;
+  if (first < 0) first = 0;
+  if (last > rows - 1) last = rows - 1;
+  int64_t run = -1; /* first row of a run of rows the range holds whole */
+  for (int64_t row = first; row <= last; row++) {
+    int64_t seg = (p->row0 + row) * cols_whole + p->col0;
+    int64_t lo = seg > a ? seg : a, hi = seg + cols < a + n ? seg + cols : a + n;
+    bool whole = lo == seg && hi == seg + cols;
+    if (whole && run < 0) run = row;
+    if (whole) continue;
+    if (run >= 0) MODEL_TRY(copy_rows(s, p, cols_whole, run, row - run, a, start));
+    run = -1;
+    if (lo < hi) MODEL_TRY(copy_row_part(s, p, cols_whole, row, lo, hi, a, start));
+  }
+  if (run >= 0) MODEL_TRY(copy_rows(s, p, cols_whole, run, last + 1 - run, a, start));
+  return GLLMK_OK;
+}
+
+/* Blocks [first, end) fill one whole weight (a fused one: q, k, v rows). */
+static gllmk_status fill_random(synth *s, const weight_block *blocks, uint32_t count) {
+  const model_state *m = s->model;
+  fill_piece pieces[4 * MODEL_MAX_RANKS];
+  uint32_t n_pieces = 0;
+  int64_t rows = 0, cols = blocks[0].cols;
+  for (uint32_t b = 0; b < count; b++) {
+    rows = blocks[b].fused_row + blocks[b].rows;
+    for (uint32_t r = 0; r < m->ranks; r++) {
+      weight_part part;
+      if (!part_of(m, r, &blocks[b], &part)) continue;
+      pieces[n_pieces++] = (fill_piece){r, blocks[b].fused_row + part.row0, part.col0, part.dst};
+    }
+  }
+  int64_t total = rows * cols;
+  for (int64_t done = 0; done < total;) {
+    uint64_t start = next_random(&s->state) % POOL_RANGE;
+    int64_t n = total - done < (int64_t)POOL_RANGE ? total - done : (int64_t)POOL_RANGE;
+    for (uint32_t i = 0; i < n_pieces; i++) MODEL_TRY(fill_range(s, &pieces[i], cols, done, n, start));
     done += n;
   }
   return GLLMK_OK;
 }
 
-static gllmk_status fill_ones(synth *s, const gllmk_tensor *t) {
-  return gllmk_fill(s->model->context, &(gllmk_fill_args){.out = t, .value = 1.0f});
-}
-
-static gllmk_status fill_layer(synth *s, const layer_weights *l) {
-  MODEL_TRY(fill_ones(s, &l->input_norm));
-  MODEL_TRY(fill_ones(s, &l->post_norm));
-  const gllmk_tensor *const random[] = {&l->qkv, &l->o, &l->gate_up, &l->down};
-  for (size_t i = 0; i < sizeof random / sizeof random[0]; i++) MODEL_TRY(fill_random(s, random[i]));
-  if (l->has_qkv_bias) MODEL_TRY(fill_random(s, &l->qkv_bias));
-  if (s->model->config.qk_norm) {
-    MODEL_TRY(fill_ones(s, &l->q_norm));
-    MODEL_TRY(fill_ones(s, &l->k_norm));
+static gllmk_status fill_ones(synth *s, const weight_block *w) {
+  for (uint32_t r = 0; r < s->model->ranks; r++) {
+    weight_part part;
+    if (!part_of(s->model, r, w, &part)) continue;
+    MODEL_TRY(gllmk_fill(s->model->shards[r].context, &(gllmk_fill_args){.out = &part.dst, .value = 1.0f}));
   }
   return GLLMK_OK;
 }
 
+/* Consecutive blocks of one rank tensor (q, k, v of a fused qkv). */
+static uint32_t fused_count(const block_list *list, uint32_t first) {
+  uint32_t end = first + 1;
+  const weight_ref ref = list->items[first].ref;
+  while (end < list->count && list->items[end].ref.layer == ref.layer &&
+         list->items[end].ref.field == ref.field)
+    end++;
+  return end - first;
+}
+
+static gllmk_status fill_blocks(synth *s, const block_list *blocks) {
+  for (uint32_t i = 0; i < blocks->count;) {
+    uint32_t n = fused_count(blocks, i);
+    if (blocks->items[i].fill == FILL_ONES) MODEL_TRY(fill_ones(s, &blocks->items[i]));
+    else MODEL_TRY(fill_random(s, &blocks->items[i], n));
+    i += n;
+  }
+  for (uint32_t r = 0; r < s->model->ranks; r++) MODEL_TRY(gllmk_synchronize(s->model->shards[r].context));
+  return GLLMK_OK;
+}
+
 gllmk_status model_fill_synthetic(model_state *m, uint64_t seed) {
-  synth s = {m, NULL, seed};
-  gllmk_status status = make_pool(&s);
-  if (status == GLLMK_OK) status = fill_random(&s, &m->embed);
-  if (status == GLLMK_OK) status = fill_ones(&s, &m->final_norm);
-  if (status == GLLMK_OK && !m->config.tied_embeddings) status = fill_random(&s, &m->lm_head);
-  for (uint32_t i = 0; status == GLLMK_OK && i < m->config.layers; i++)
-    status = fill_layer(&s, &m->layers[i]);
-  if (status == GLLMK_OK) status = gllmk_synchronize(m->context);
-  gllmk_buffer_free(s.pool);
+  synth s = {.model = m, .state = seed};
+  block_list blocks = {0};
+  gllmk_status status = model_blocks(m, &blocks);
+  if (status == GLLMK_OK) status = make_pools(&s);
+  if (status == GLLMK_OK) status = fill_blocks(&s, &blocks);
+  for (uint32_t r = 0; r < m->ranks; r++) gllmk_buffer_free(s.pools[r]);
+  free(blocks.items);
   return status;
 }

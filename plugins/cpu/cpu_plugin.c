@@ -398,6 +398,10 @@ static const gllmk_plugin cpu_plugin = {
     .mem_address = cpu_mem_address,
     .mark = cpu_mark,
     .marks_read = cpu_marks_read,
+    .comm_create = cpu_comm_create,
+    .comm_free = cpu_comm_free,
+    .all_reduce = cpu_all_reduce,
+    .all_gather = cpu_all_gather,
     .ops = &cpu_ops,
     .ops_size = sizeof cpu_ops,
 };

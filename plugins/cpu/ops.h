@@ -50,4 +50,13 @@ gllmk_status cpu_paged_attention(gllmk_plugin_device *device,
 gllmk_status cpu_argmax(gllmk_plugin_device *device, const gllmk_argmax_args *args);
 gllmk_status cpu_sample(gllmk_plugin_device *device, const gllmk_sample_args *args);
 
+/* collective.c: the loopback communicator (plugin ABI 2.3) */
+gllmk_status cpu_comm_create(gllmk_plugin_device *const *devices, uint32_t count,
+                             gllmk_plugin_comm **out_comm);
+void cpu_comm_free(gllmk_plugin_comm *comm);
+gllmk_status cpu_all_reduce(gllmk_plugin_comm *comm, const gllmk_tensor *outs,
+                            const gllmk_tensor *ins);
+gllmk_status cpu_all_gather(gllmk_plugin_comm *comm, const gllmk_tensor *outs,
+                            const gllmk_tensor *ins);
+
 #endif /* GLLMK_CPU_OPS_H_ */

@@ -113,6 +113,7 @@ static void load_driver(char *reason, size_t reason_size) {
       continue;
     }
     cuda_driver.devices[cuda_driver.count] = device;
+    cuda_driver.ordinals[cuda_driver.count] = i;
     cuda_driver.sm[cuda_driver.count] = 10 * major + minor;
     cuda_driver.count++;
   }
@@ -190,4 +191,5 @@ void cuda_describe(char *text, size_t size) {
     used += (size_t)n;
     used += cuda_fatbin_choice(cuda_driver.sm[i], text + used, size - used);
   }
+  if (used + 1 < size) cuda_nccl_describe(text + used, size - used);
 }

@@ -1,14 +1,15 @@
 /*
  * internal.h - shared declarations of the cuda plugin's lower layers
- * (driver.c, device.c, memory.c, graph.c), which the family files
+ * (driver.c, device.c, memory.c, graph.c, nccl.c), which the family files
  * (elementwise.c ... sample.c, declared in ops.h) build on.
  *
  * The plugin talks to libcuda.so.1 only, through the function table `cu`
- * filled at probe time. A gllmk_plugin_memory holds a device address, of an
- * allocation of the plugin's or of the caller's (gllmk_buffer_wrap). Each
- * context (open) owns a stream on the device's primary context (or runs on
- * the caller's), the kernel module loaded from the embedded fatbin, and a
- * word of host-mapped memory where kernels flag out-of-range device data.
+ * filled at probe time, and for collectives to libnccl.so.2 (nccl.c). A
+ * gllmk_plugin_memory holds a device address, of an allocation of the
+ * plugin's or of the caller's (gllmk_buffer_wrap). Each context (open) owns
+ * a stream on the device's primary context (or runs on the caller's), the
+ * kernel module loaded from the embedded fatbin, and a word of host-mapped
+ * memory where kernels flag out-of-range device data.
  */
 #ifndef GLLMK_CUDA_INTERNAL_H_
 #define GLLMK_CUDA_INTERNAL_H_
@@ -36,6 +37,7 @@ typedef struct cuda_driver_state {
   int driver_version;
   int count;
   CUdevice devices[CUDA_MAX_DEVICES];
+  int ordinals[CUDA_MAX_DEVICES]; /* the CUDA ordinal of each (devices too old are skipped) */
   int sm[CUDA_MAX_DEVICES];
 } cuda_driver_state;
 
@@ -178,5 +180,13 @@ gllmk_status cuda_mem_import(gllmk_plugin_device *dev, uint32_t kind, uint64_t a
 gllmk_status cuda_mem_address(gllmk_plugin_device *dev, gllmk_plugin_memory *memory, uint32_t *out_kind,
                               uint64_t *out_address);
 void cuda_graph_close(gllmk_plugin_device *dev);
+
+/* Collectives through NCCL, loaded on first use (nccl.c); docs/nccl.md. */
+gllmk_status cuda_comm_create(gllmk_plugin_device *const *devices, uint32_t count, gllmk_plugin_comm **out_comm);
+void cuda_comm_free(gllmk_plugin_comm *comm);
+gllmk_status cuda_all_reduce(gllmk_plugin_comm *comm, const gllmk_tensor *outs, const gllmk_tensor *ins);
+gllmk_status cuda_all_gather(gllmk_plugin_comm *comm, const gllmk_tensor *outs, const gllmk_tensor *ins);
+/* Appends "; NCCL <version>" or "; <why NCCL cannot be used>" (loads it). */
+void cuda_nccl_describe(char *text, size_t size);
 
 #endif /* GLLMK_CUDA_INTERNAL_H_ */

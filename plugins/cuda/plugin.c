@@ -2,7 +2,8 @@
  * plugin.c - the cuda backend's descriptor, what gllmk_plugin_entry
  * returns: driver loading, probe and device info (driver.c), contexts and
  * synchronize (device.c), memory (memory.c), recordings, timestamps and
- * caller-owned memory (graph.c), and one entry per op from the family files
+ * caller-owned memory (graph.c), collectives through NCCL (nccl.c), and one
+ * entry per op from the family files
  * (ops.h: elementwise.c, norm.c, rope.c, gather.c, matmul.c, attention.c,
  * sample.c). The embedded fatbin's description is in fatbin.c.
  */
@@ -53,6 +54,10 @@ static const gllmk_plugin cuda_plugin = {
     .record_free = cuda_record_free,
     .mark = cuda_mark,
     .marks_read = cuda_marks_read,
+    .comm_create = cuda_comm_create,
+    .comm_free = cuda_comm_free,
+    .all_reduce = cuda_all_reduce,
+    .all_gather = cuda_all_gather,
     .ops = &cuda_ops,
     .ops_size = sizeof cuda_ops,
 };

@@ -547,6 +547,43 @@ GLLMK_API int gllmk_recording_is_native(const gllmk_recording *recording);
 /* NULL is ignored. */
 GLLMK_API void gllmk_recording_free(gllmk_recording *recording);
 
+/* ------------------------------------------------------------ collectives
+ *
+ * A communicator joins contexts of one backend in this process, one rank
+ * each (rank r = contexts[r]), for tensor parallelism: cuda through NCCL
+ * (libnccl.so.2, loaded at run time; one context per GPU), cpu through a
+ * loopback in host memory (any number of cpu contexts). A collective is one
+ * call for all ranks, made by the thread that uses those contexts: it is
+ * enqueued on every rank's queue, ordered after the work enqueued there
+ * before it. Tensors are dense (contiguous), F32, F16, BF16 or I32 (sums:
+ * float only), tensors[r] on contexts[r]. While the contexts are recording,
+ * the call is recorded on each of them; such recordings are compiled
+ * together once every rank's recording has ended, and need a backend with
+ * native recordings (cuda): every rank's recording must then be replayed,
+ * as every rank must make a collective call. */
+typedef struct gllmk_communicator gllmk_communicator;
+
+/* `count` distinct contexts of one backend. Fails with GLLMK_ERR_UNSUPPORTED
+ * and the reason where the backend has no collectives ("NCCL not found:
+ * ..."). The communicator must be freed before its contexts are destroyed
+ * (destroying a context frees the communicators it belongs to). */
+GLLMK_API gllmk_status gllmk_communicator_create(gllmk_context *const *contexts, uint32_t count,
+                                                 gllmk_communicator **out_communicator);
+/* Number of ranks (0 for an invalid handle). */
+GLLMK_API uint32_t gllmk_communicator_size(const gllmk_communicator *communicator);
+/* NULL is ignored. Recordings that hold its collectives keep what they need. */
+GLLMK_API void gllmk_communicator_free(gllmk_communicator *communicator);
+
+/* outs[r] = ins[0] + ... + ins[count - 1] (elementwise, F32 accumulation
+ * where the backend can), for every rank r; outs[r] may be ins[r] (in
+ * place), otherwise they must not overlap. Every tensor has one shape and dtype. */
+GLLMK_API gllmk_status gllmk_all_reduce(gllmk_communicator *communicator,
+                                        const gllmk_tensor *outs, const gllmk_tensor *ins);
+/* outs[r] = ins[0], ins[1], ... laid end to end: outs[r] has shape
+ * [count, ins' shape...] (or any shape of count times the elements). */
+GLLMK_API gllmk_status gllmk_all_gather(gllmk_communicator *communicator,
+                                        const gllmk_tensor *outs, const gllmk_tensor *ins);
+
 /* ------------------------------------------------------------- timing
  *
  * With a timing callback set, each op the context runs (also in replays) is

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define GLLMK_PLUGIN_ABI_MAJOR 2
-#define GLLMK_PLUGIN_ABI_MINOR 2
+#define GLLMK_PLUGIN_ABI_MINOR 3
 #define GLLMK_PLUGIN_ABI_VERSION ((GLLMK_PLUGIN_ABI_MAJOR << 16) | GLLMK_PLUGIN_ABI_MINOR)
 #define GLLMK_PLUGIN_ENTRY_SYMBOL "gllmk_plugin_entry"
 
@@ -43,6 +43,9 @@ typedef struct gllmk_plugin_memory gllmk_plugin_memory;
 
 /* A plugin's native recording (a CUDA graph, a reused command buffer). */
 typedef struct gllmk_plugin_recording gllmk_plugin_recording;
+
+/* A plugin's communicator across several of its devices (ABI 2.3). */
+typedef struct gllmk_plugin_comm gllmk_plugin_comm;
 
 /* The tensors a plugin receives are the core's resolved copies: their
  * `buffer` field points at the core's buffer record, which begins with this
@@ -169,6 +172,24 @@ typedef struct gllmk_plugin {
    * nanoseconds on one device clock, then forgets all marks. */
   gllmk_status (*mark)(gllmk_plugin_device *device, uint32_t *out_id);
   gllmk_status (*marks_read)(gllmk_plugin_device *device, uint32_t count, uint64_t *out_ns);
+
+  /* ---- ABI 2.3: collectives across this plugin's devices in one process
+   * (gllmk.h, "collectives"); optional, all four or none. ---- */
+
+  /* A communicator over `count` devices opened by this plugin (rank r =
+   * devices[r]). Fails with GLLMK_ERR_UNSUPPORTED and a reason where the
+   * plugin cannot ("NCCL not found: libnccl.so.2: cannot open ..."). */
+  gllmk_status (*comm_create)(gllmk_plugin_device *const *devices, uint32_t count,
+                              gllmk_plugin_comm **out_comm);
+  /* Called once no queue or native recording uses the communicator. */
+  void (*comm_free)(gllmk_plugin_comm *comm);
+  /* One call for all ranks; outs[r], ins[r] are rank r's (resolved,
+   * contiguous, validated by the core: gllmk.h). Enqueued on each rank's
+   * queue, or captured there while the devices record natively. */
+  gllmk_status (*all_reduce)(gllmk_plugin_comm *comm, const gllmk_tensor *outs,
+                             const gllmk_tensor *ins);
+  gllmk_status (*all_gather)(gllmk_plugin_comm *comm, const gllmk_tensor *outs,
+                             const gllmk_tensor *ins);
 } gllmk_plugin;
 
 typedef const gllmk_plugin *(*gllmk_plugin_entry_fn)(void);

@@ -66,6 +66,22 @@ typedef struct gllmk_model_load_options {
 GLLMK_MODEL_API gllmk_status gllmk_model_load(gllmk_context *context,
                                               const gllmk_model_load_options *options,
                                               gllmk_model **out_model);
+/* Tensor parallelism: the model split over `count` contexts (one rank each,
+ * all of one backend with collectives: cuda with NCCL, one GPU each, or cpu
+ * contexts through a loopback). Rank r holds q/k/v and gate/up rows of its
+ * heads and intermediate columns, the o and down columns that match (their
+ * outputs are summed by an all-reduce), its rows of lm_head (the logits are
+ * gathered on rank 0) and a copy of the embedding and the norms; each rank
+ * reads only its part of a checkpoint's split tensors. Heads, kv heads,
+ * intermediate size and vocabulary must divide by count (else
+ * GLLMK_ERR_UNSUPPORTED). At most 16 ranks. The model's context
+ * (gllmk_model_context) is contexts[0]; logits and tokens come from it. A
+ * session then calls every context from the calling thread; they must
+ * outlive the model. count 1 is gllmk_model_load. */
+GLLMK_MODEL_API gllmk_status gllmk_model_load_parallel(gllmk_context *const *contexts,
+                                                       uint32_t count,
+                                                       const gllmk_model_load_options *options,
+                                                       gllmk_model **out_model);
 /* Frees the weights. Sessions of the model must be destroyed first. NULL is ignored. */
 GLLMK_MODEL_API void gllmk_model_free(gllmk_model *model);
 
