@@ -24,12 +24,17 @@
  *    shape or dtype, a missing tensor, an unknown model_type, bad JSON):
  *    a clear error naming the file or tensor, nothing leaked;
  *  - models and sessions used after free: a clear error; models on four
- *    threads at once agree (also under ThreadSanitizer).
+ *    threads at once agree (also under ThreadSanitizer);
+ *  - tensor parallelism (gllmk_model_load_parallel) over 2 contexts where
+ *    the backend has collectives (cpu: the loopback; cuda: one GPU each):
+ *    families against the float64 forward, synthetic weights against the
+ *    unsplit model, and splits that cannot be made refused by name.
  */
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -670,6 +675,142 @@ START_TEST(synthetic_tiny) {
 }
 END_TEST
 
+/* ------------------------------------------------- tensor parallelism */
+
+#define TP_RANKS 2
+
+/* TP_RANKS contexts of a backend (one device each where it has several)
+ * and whether it can join them; if not, the reason. */
+static bool open_ranks(int backend, gllmk_context **ctx, char *why, size_t why_size) {
+  for (uint32_t r = 0; r < TP_RANKS; r++) {
+    gllmk_context_options o = {.backend = backends[backend].name, .device_index = r,
+                               .plugin_dir = test_opts.plugin_dir};
+    if (gllmk_context_create(&o, &ctx[r]) != GLLMK_OK) {
+      o.device_index = 0;
+      must(gllmk_context_create(&o, &ctx[r]), "gllmk_context_create");
+    }
+  }
+  gllmk_communicator *probe;
+  if (gllmk_communicator_create(ctx, TP_RANKS, &probe) == GLLMK_OK) {
+    gllmk_communicator_free(probe);
+    return true;
+  }
+  snprintf(why, why_size, "%s", gllmk_last_error());
+  for (uint32_t r = 0; r < TP_RANKS; r++) gllmk_context_destroy(ctx[r]);
+  return false;
+}
+
+static void close_ranks(gllmk_context **ctx) {
+  for (uint32_t r = 0; r < TP_RANKS; r++) gllmk_context_destroy(ctx[r]);
+}
+
+/* The family cases that cover every split weight: plain, tied embeddings
+ * and shards, q/k/v bias, q/k norm. */
+static const int tp_family_cases[] = {0, 1, 4, 6};
+#define TP_CASES ((int)(sizeof tp_family_cases / sizeof tp_family_cases[0]))
+
+/* Loop index = backend * TP_CASES + case. */
+START_TEST(tensor_parallel) {
+  int backend = _i / TP_CASES;
+  const family_case *fc = &family_cases[tp_family_cases[_i % TP_CASES]];
+  gllmk_context *ctx[TP_RANKS];
+  char why[512];
+  if (!open_ranks(backend, ctx, why, sizeof why)) {
+    printf("model: tensor parallel %s on %s: skipped: %s\n", fc->name, backends[backend].name, why);
+    return;
+  }
+  ref_model_spec spec = spec_of(fc);
+  char dir[PATH_MAX];
+  ref_model *ref = write_model(&spec, dir, sizeof dir);
+  gllmk_model_load_options o = {.struct_size = sizeof o, .path = dir, .dtype = fc->compute};
+  gllmk_model *model;
+  must(gllmk_model_load_parallel(ctx, TP_RANKS, &o, &model), "gllmk_model_load_parallel");
+  ck_assert_ptr_eq(gllmk_model_context(model), ctx[0]);
+  gllmk_model_info info;
+  must(gllmk_model_get_info(model, &info), "gllmk_model_get_info");
+  gllmk_session *s = open_session(model, 256, 16);
+  test_rng rng = test_rng_for((uint64_t)_i + 1000);
+  int32_t prompt[PROMPT];
+  random_tokens(&rng, spec.vocab, prompt, PROMPT);
+  printf("model: %s on %s, split over %d ranks\n", fc->name, backends[backend].name, TP_RANKS);
+  int ties = generate_and_check(fc, ref, s, info.dtype, prompt);
+  ck_assert_msg(ties <= NEW_TOKENS / 4, "%s: %d ties in %d tokens", fc->name, ties, NEW_TOKENS);
+  gllmk_session_destroy(s);
+  gllmk_model_free(model);
+  close_ranks(ctx);
+  ref_model_free(ref);
+  test_remove_dir(dir);
+}
+END_TEST
+
+/* Greedy tokens and the last step's logits of synthetic "tiny" (f32). */
+static void synthetic_run(gllmk_context *const *ctx, uint32_t ranks, int32_t *tokens,
+                          double *logits) {
+  gllmk_model_load_options o = {.struct_size = sizeof o, .synthetic = "tiny", .seed = 9,
+                                .dtype = GLLMK_F32};
+  gllmk_model *model;
+  must(gllmk_model_load_parallel(ctx, ranks, &o, &model), "synthetic tiny");
+  gllmk_session *s = open_session(model, 256, 16);
+  uint32_t seq;
+  must(gllmk_session_seq_add(s, &seq), "seq_add");
+  int32_t prompt[16];
+  for (int i = 0; i < 16; i++) prompt[i] = 7 * i + 3;
+  gllmk_seq_input in = {seq, 16, prompt};
+  gllmk_tensor out;
+  for (int step = 0; step < 8; step++) {
+    must(gllmk_session_forward(s, &in, 1, NULL, &out, &tokens[step]), "forward");
+    in = (gllmk_seq_input){seq, 1, &tokens[step]};
+  }
+  read_logits(&out, logits);
+  gllmk_session_destroy(s);
+  gllmk_model_free(model);
+}
+
+/* The split model computes what the whole one does: same synthetic
+ * weights (each rank copies its part of the same random stream), same
+ * greedy tokens, logits equal up to the order of the partial sums. */
+START_TEST(tensor_parallel_synthetic) {
+  gllmk_context *ctx[TP_RANKS];
+  char why[512];
+  if (!open_ranks(_i, ctx, why, sizeof why)) {
+    printf("model: tensor parallel synthetic on %s: skipped: %s\n", backends[_i].name, why);
+    return;
+  }
+  enum { VOCAB = 1024 }; /* synthetic "tiny" */
+  int32_t whole[8], split[8];
+  double *a = malloc(sizeof(double) * VOCAB), *b = malloc(sizeof(double) * VOCAB);
+  synthetic_run(ctx, 1, whole, a);
+  synthetic_run(ctx, TP_RANKS, split, b);
+  ck_assert_mem_eq(whole, split, sizeof whole);
+  double err = row_error(b, a, VOCAB);
+  ck_assert_msg(err <= 1e-5, "split logits differ by %.3g of max |logit|", err);
+  printf("model: synthetic tiny on %s over %d ranks: the same 8 tokens, logits within %.2g\n",
+         backends[_i].name, TP_RANKS, err);
+  free(a);
+  free(b);
+  close_ranks(ctx);
+}
+END_TEST
+
+/* A model that cannot be split says why; nothing is left behind. */
+START_TEST(tensor_parallel_errors) {
+  gllmk_context *ctx[3];
+  for (int r = 0; r < 3; r++) ctx[r] = open_backend(_i);
+  gllmk_model_load_options o = {.struct_size = sizeof o, .synthetic = "tiny", .dtype = -1};
+  gllmk_model *model = NULL;
+  gllmk_status status = gllmk_model_load_parallel(ctx, 3, &o, &model); /* 8 heads, 2 kv heads */
+  ck_assert_int_eq(status, GLLMK_ERR_UNSUPPORTED);
+  ck_assert_msg(test_contains(gllmk_last_error(), "do not split over 3 devices"), "%s",
+                gllmk_last_error());
+  ck_assert_int_eq(gllmk_model_load_parallel(ctx, 0, &o, &model), GLLMK_ERR_INVALID_ARGUMENT);
+  ck_assert_int_eq(gllmk_model_load_parallel(ctx, 17, &o, &model), GLLMK_ERR_INVALID_ARGUMENT);
+  gllmk_context *missing[2] = {ctx[0], NULL};
+  ck_assert_int_eq(gllmk_model_load_parallel(missing, 2, &o, &model), GLLMK_ERR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(model);
+  for (int r = 0; r < 3; r++) gllmk_context_destroy(ctx[r]);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   test_parse_args(argc, argv);
   backend_count = test_find_backends("model", backends, TEST_MAX_BACKENDS);
@@ -690,7 +831,12 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, synthetic_tiny, b, b + 1);
     tcase_add_loop_test(tc, stale_handles, b, b + 1);
     if (!backends[b].software) tcase_add_loop_test(tc, threads, b, b + 1);
-    if (strcmp(backends[b].name, "cpu") == 0) tcase_add_loop_test(tc, bad_files, 0, BAD_FILE_CASES);
+    tcase_add_loop_test(tc, tensor_parallel, b * TP_CASES, (b + 1) * TP_CASES);
+    tcase_add_loop_test(tc, tensor_parallel_synthetic, b, b + 1);
+    if (strcmp(backends[b].name, "cpu") == 0) {
+      tcase_add_loop_test(tc, bad_files, 0, BAD_FILE_CASES);
+      tcase_add_loop_test(tc, tensor_parallel_errors, b, b + 1);
+    }
     suite_add_tcase(suite, tc);
   }
   return test_run_suite(suite);

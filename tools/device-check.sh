@@ -39,7 +39,16 @@
 # transformers, every family, bf16 and f32), the load speed of an 8B-shaped
 # checkpoint from the page cache, and gllmk-generate --synthetic llama3-8b.
 #
-# usage: tools/device-check.sh [--quick] [cuda] [vulkan] [model]
+# Tensor parallelism (`tp` part, on a machine with 2 or more GPUs):
+# tests/collectives and tests/model on cuda (their tensor-parallel cases
+# take GPUs 0 and 1), then gllmk-generate --synthetic llama3-8b with --tp 1
+# and --tp 2 at batch 1 and 32 after a 1024-token prompt: tokens/s, the
+# all-reduce time, and the greedy tokens and logits of --tp 2 against --tp 1
+# (tools/bench/compare_logits.py). NVLink multicast stays off
+# (NCCL_NVLS_ENABLE=0, docs/nccl.md); libnccl.so.2 comes from PyTorch's
+# nvidia-nccl wheel where the system has none.
+#
+# usage: tools/device-check.sh [--quick] [cuda] [vulkan] [model] [tp]
 #   --quick  quick sizes everywhere
 #   cuda     only steps 1-5;  vulkan  only the build and the vulkan steps;
 #   model    only the build and the generator's steps
@@ -55,8 +64,8 @@ parts=""
 for arg in "$@"; do
   case $arg in
     --quick) quick="--quick" ;;
-    cuda | vulkan | model) parts="$parts $arg" ;;
-    *) echo "usage: $0 [--quick] [cuda] [vulkan] [model]" >&2; exit 2 ;;
+    cuda | vulkan | model | tp) parts="$parts $arg" ;;
+    *) echo "usage: $0 [--quick] [cuda] [vulkan] [model] [tp]" >&2; exit 2 ;;
   esac
 done
 [ -z "$parts" ] && parts=" cuda vulkan"
@@ -101,7 +110,7 @@ fi
 # only the conformance program: `test-programs` also builds the
 # vulkan-portable test plugin, which needs the Vulkan headers.
 step "build" "$out/build.log" make -k -j16 -o deps-check -o deps-build core model plugin-cpu \
-  plugin-cuda tools build/tests/conformance build/tests/model
+  plugin-cuda tools build/tests/conformance build/tests/model build/tests/collectives
 step "nvidia-smi, gllmk-info" "$out/gllmk-info.txt" sh -c 'nvidia-smi && build/bin/gllmk-info'
 
 # gllmk-bench's rows as JSON (its progress lines on stderr stay out)
@@ -188,10 +197,34 @@ if wants model; then
   step "gllmk-generate llama3-8b" "$out/generate-speed.txt" $gen_check --backend cuda --speed
 fi
 
+if wants tp; then
+  export NCCL_NVLS_ENABLE=0
+  if ! ldconfig -p | grep -q 'libnccl\.so\.2 '; then
+    nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+    [ -n "$nccl_lib" ] && export LD_LIBRARY_PATH=$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+  step "collectives (cuda)" "$out/collectives-cuda.log" env CK_RUN_CASE=cuda build/tests/collectives --backend cuda
+  step "model tests (cuda, TP)" "$out/model-cuda.log" env CK_RUN_CASE=cuda build/tests/model --backend cuda
+  gen="build/bin/gllmk-generate --synthetic llama3-8b --prompt-len 1024 --quiet"
+  for tp in 1 2; do
+    step "llama3-8b greedy logits tp=$tp" "$out/tp$tp-greedy.txt" \
+      $gen --tp $tp --max-new 8 --logits-out "$out/tp$tp-logits.f32"
+    for batch in 1 32; do
+      step "llama3-8b tp=$tp batch $batch" "$out/tp$tp-b$batch.json" \
+        $gen --tp $tp --batch $batch --max-new 65 --json
+    done
+  done
+  step "tp=2 vs tp=1 tokens and logits" "$out/tp-compare.txt" python3 tools/bench/compare_logits.py \
+    "$out/tp1-logits.f32" "$out/tp2-logits.f32" 128256
+  step "tp speed table" "$out/tp-speed.txt" python3 tools/bench/tp_table.py "$out"
+fi
+
+echo
+cat "$out/tp-compare.txt" "$out/tp-speed.txt" 2>/dev/null
 echo
 cat "$out/vulkan-vs-cuda.txt" 2>/dev/null
 echo
-for log in conformance conformance-vulkan memcheck racecheck model-cuda model-vulkan; do
+for log in conformance conformance-vulkan memcheck racecheck model-cuda model-vulkan collectives-cuda; do
   [ -e "$out/$log.log" ] || continue
   grep -E '^[0-9]+%: Checks:|ERROR SUMMARY|RACECHECK SUMMARY' "$out/$log.log" | sed "s/^/$log: /"
 done

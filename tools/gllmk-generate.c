@@ -53,6 +53,8 @@ enum {
 /* Fixed, so that a default prompt is the same on every run and backend. */
 #define PROMPT_SEED 0x9e3779b97f4a7c15ull
 
+#define MAX_TP 16 /* gllmk_model_load_parallel's limit */
+
 typedef struct options {
   const char *model_dir, *synthetic, *backend, *logits_out, *trace;
   int32_t dtype; /* -1: the checkpoint's */
@@ -62,13 +64,16 @@ typedef struct options {
   gllmk_sampling sampling; /* seed is the first sequence's */
   uint64_t cache_tokens;
   uint32_t max_batch_tokens; /* 0: the session's default */
+  uint32_t tp;               /* tensor-parallel ranks, one device each */
   int json, quiet;
 } options;
 
 /* Everything one run owns; generator_free releases it on every path. */
 typedef struct generator {
   const options *o;
-  gllmk_context *ctx;
+  gllmk_context *ctx;          /* rank 0's */
+  gllmk_context *ranks[MAX_TP]; /* --tp: every rank's (ranks[0] = ctx) */
+  uint32_t devices;            /* distinct devices the ranks run on */
   gllmk_trace *trace;          /* --trace: every op of the run */
   gllmk_model *model;
   gllmk_session *session;
@@ -88,6 +93,7 @@ typedef struct generator {
   /* Measured. */
   uint64_t copy_bytes;
   double copy_gbps, prefill_seconds, decode_seconds;
+  double all_reduce_us; /* --tp: one all-reduce of a decode step's [batch, hidden] */
 } generator;
 
 /* The figures reported, derived once from what was measured (NAN when
@@ -132,7 +138,7 @@ static void usage(FILE *out) {
         "   [--backend NAME] [--dtype f32|f16|bf16] [--seed-weights N]\n"
         "   [--prompt-ids 1,2,3 | --prompt-len N] [--batch B] [--max-new N]\n"
         "   [--temperature T] [--top-k K] [--top-p P] [--min-p M] [--seed S]\n"
-        "   [--cache-tokens N] [--max-batch-tokens N]\n"
+        "   [--cache-tokens N] [--max-batch-tokens N] [--tp N]\n"
         "   [--json] [--logits-out FILE] [--trace FILE] [--quiet] [--help]\n"
         "\n"
         "Generates --max-new tokens for each of B copies of one prompt (default: 16\n"
@@ -145,6 +151,10 @@ static void usage(FILE *out) {
         "generated token came from. --trace writes a Chrome trace (Perfetto,\n"
         "chrome://tracing) of every op with its device time, by phase (load,\n"
         "prefill, decode step N).\n"
+        "--tp N splits the model over N devices of the backend (tensor parallelism:\n"
+        "cuda through NCCL, one GPU each; cpu: N contexts through a loopback); the\n"
+        "limit then counts every device's copy bandwidth, and one all-reduce of a\n"
+        "decode step is timed.\n"
         "Exit status: 0 on success, 1 on an error, 2 on bad usage.\n",
         out);
 }
@@ -216,7 +226,7 @@ enum {
   OPT_MODEL = 256, OPT_SYNTHETIC, OPT_BACKEND, OPT_DTYPE, OPT_SEED_WEIGHTS, OPT_PROMPT_IDS,
   OPT_PROMPT_LEN, OPT_BATCH, OPT_MAX_NEW, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P,
   OPT_SEED, OPT_CACHE_TOKENS, OPT_MAX_BATCH_TOKENS, OPT_JSON, OPT_LOGITS_OUT, OPT_QUIET, OPT_HELP,
-  OPT_TRACE,
+  OPT_TRACE, OPT_TP,
 };
 
 /* Applies one option with a value; 0, or -1 if the value is bad. */
@@ -240,6 +250,7 @@ static int set_option(options *o, int opt, const char *value) {
   case OPT_SEED: return parse_uint(value, UINT64_MAX, &o->sampling.seed);
   case OPT_CACHE_TOKENS: return parse_uint(value, UINT64_MAX / 2, &o->cache_tokens);
   case OPT_MAX_BATCH_TOKENS: return parse_u32(value, 1, MAX_TOKENS, &o->max_batch_tokens);
+  case OPT_TP: return parse_u32(value, 1, MAX_TP, &o->tp);
   case OPT_TOP_K:
     if (parse_uint(value, INT32_MAX, &top_k)) return -1;
     o->sampling.top_k = (int32_t)top_k;
@@ -270,6 +281,7 @@ static int parse_options(int argc, char **argv, options *o) {
       {"json", no_argument, NULL, OPT_JSON},
       {"logits-out", required_argument, NULL, OPT_LOGITS_OUT},
       {"trace", required_argument, NULL, OPT_TRACE},
+      {"tp", required_argument, NULL, OPT_TP},
       {"quiet", no_argument, NULL, OPT_QUIET},
       {"help", no_argument, NULL, OPT_HELP},
       {NULL, 0, NULL, 0},
@@ -355,9 +367,25 @@ static void progress_clear(const progress_bar *bar) {
 
 /* ------------------------------------------------------------- setup */
 
+/* Rank r on device r of the backend; where it has fewer devices (the cpu),
+ * on device 0 beside the others. */
+static int open_rank(generator *g, uint32_t r) {
+  gllmk_context_options rank_options = {.backend = r ? gllmk_context_backend(g->ctx) : g->o->backend,
+                                   .device_index = r};
+  if (gllmk_context_create(&rank_options, &g->ranks[r]) == GLLMK_OK) {
+    g->devices++;
+    return 0;
+  }
+  rank_options.device_index = 0;
+  if (gllmk_context_create(&rank_options, &g->ranks[r])) return fail("cannot create rank %u's context", r);
+  return 0;
+}
+
 static int open_context(generator *g) {
-  gllmk_context_options context_options = {.backend = g->o->backend};
-  if (gllmk_context_create(&context_options, &g->ctx)) return fail("cannot create a context");
+  for (uint32_t r = 0; r < g->o->tp; r++) {
+    if (open_rank(g, r)) return -1;
+    g->ctx = g->ranks[0];
+  }
   if (gllmk_context_device_info(g->ctx, &g->device)) return fail("cannot read the device's info");
   if (g->o->trace && !(g->trace = gllmk_trace_open(g->ctx, g->o->trace, PROGRAM)))
     return -1; /* gllmk_trace_open said why */
@@ -422,7 +450,7 @@ static int load_model(generator *g) {
       .progress = !o->quiet && isatty(STDERR_FILENO) ? progress_draw : NULL,
       .progress_data = &bar,
   };
-  gllmk_status status = gllmk_model_load(g->ctx, &load, &g->model);
+  gllmk_status status = gllmk_model_load_parallel(g->ranks, o->tp, &load, &g->model);
   progress_clear(&bar);
   if (status) return fail("cannot load the model");
   if (gllmk_model_get_info(g->model, &g->info)) return fail("cannot read the model's info");
@@ -512,7 +540,7 @@ static void generator_free(generator *g) {
   gllmk_buffer_free(g->logits_buffer);
   gllmk_session_destroy(g->session);
   gllmk_model_free(g->model);
-  gllmk_context_destroy(g->ctx);
+  for (uint32_t r = 0; r < MAX_TP; r++) gllmk_context_destroy(g->ranks[r]);
   if (g->logits_file) fclose(g->logits_file);
   free(g->logits_host);
   free(g->prompt);
@@ -597,6 +625,42 @@ static int decode_step(generator *g, uint32_t step) {
 /* Prefill, then decode to max_new tokens per sequence (no EOS). Every
  * forward that samples has synchronized when it returns, so the clock reads
  * bracket finished work; writing --logits-out is left out of the times. */
+/* --tp: the mean time of one all-reduce of a decode step's [batch, hidden]
+ * (in place, as the model's), over back-to-back calls on every rank. */
+#define ALL_REDUCE_REPS 200
+
+static gllmk_status run_all_reduces(generator *g, gllmk_communicator *comm,
+                                    const gllmk_tensor *x, int reps) {
+  gllmk_status status = GLLMK_OK;
+  for (int i = 0; i < reps && status == GLLMK_OK; i++) status = gllmk_all_reduce(comm, x, x);
+  for (uint32_t r = 0; r < g->o->tp && status == GLLMK_OK; r++) status = gllmk_synchronize(g->ranks[r]);
+  return status;
+}
+
+static int time_all_reduce(generator *g) {
+  uint32_t tp = g->o->tp;
+  const int64_t shape[2] = {g->batch, g->info.hidden};
+  gllmk_buffer *buffers[MAX_TP] = {NULL};
+  gllmk_tensor x[MAX_TP];
+  gllmk_communicator *comm = NULL;
+  uint64_t bytes = (uint64_t)g->batch * g->info.hidden * gllmk_dtype_size((gllmk_dtype)g->info.dtype);
+  gllmk_status status = gllmk_communicator_create(g->ranks, tp, &comm);
+  for (uint32_t r = 0; r < tp && status == GLLMK_OK; r++) {
+    status = gllmk_buffer_alloc(g->ranks[r], bytes, &buffers[r]);
+    if (status == GLLMK_OK) status = gllmk_buffer_fill(buffers[r], 0, bytes, 0);
+    if (status == GLLMK_OK)
+      status = gllmk_tensor_make(buffers[r], 0, (gllmk_dtype)g->info.dtype, 2, shape, &x[r]);
+  }
+  if (status == GLLMK_OK) status = run_all_reduces(g, comm, x, 20); /* warm-up */
+  double start = now_seconds();
+  if (status == GLLMK_OK) status = run_all_reduces(g, comm, x, ALL_REDUCE_REPS);
+  g->all_reduce_us = (now_seconds() - start) * 1e6 / ALL_REDUCE_REPS;
+  int rc = status ? fail("cannot time an all-reduce") : 0;
+  for (uint32_t r = 0; r < tp; r++) gllmk_buffer_free(buffers[r]);
+  gllmk_communicator_free(comm);
+  return rc;
+}
+
 static int generate(generator *g) {
   double start = now_seconds();
   gllmk_trace_phase(g->trace, "prefill");
@@ -617,7 +681,7 @@ static int generate(generator *g) {
     g->logits_file = NULL;
     if (closed) return fail_host(strerror(errno), "cannot write %s", g->o->logits_out);
   }
-  return 0;
+  return g->o->tp > 1 ? time_all_reduce(g) : 0;
 }
 
 /* ------------------------------------------------------------ report */
@@ -633,7 +697,9 @@ static void derive(const generator *g, figures *f) {
   /* Token 0 of each sequence comes from the prefill. */
   f->decode_tokens = (double)g->batch * (g->max_new - 1);
   f->decode_tokens_per_s = ratio(f->decode_tokens, g->decode_seconds);
-  f->limit_tokens_per_s = ratio(g->copy_gbps * 1e9, (double)g->info.step_weight_bytes) * g->batch;
+  /* Split over several devices, each reads its share from its own memory. */
+  f->limit_tokens_per_s =
+      ratio(g->copy_gbps * 1e9 * g->devices, (double)g->info.step_weight_bytes) * g->batch;
   f->pct_of_limit = 100.0 * ratio(f->decode_tokens_per_s, f->limit_tokens_per_s);
 }
 
@@ -666,10 +732,15 @@ static void print_text(const generator *g, const figures *f) {
   printf("copy bandwidth: %.1f GB/s (gllmk_buffer_copy, %.0f MiB device to device, "
          "read + write bytes, best of %d)\n",
          g->copy_gbps, (double)g->copy_bytes / MIB, COPY_REPS);
-  printf("decode limit: %.1f tokens/s (copy bandwidth / step weight bytes x batch %u)",
-         f->limit_tokens_per_s, g->batch);
+  printf("decode limit: %.1f tokens/s (copy bandwidth%s / step weight bytes x batch %u)",
+         f->limit_tokens_per_s, g->devices > 1 ? " x devices" : "", g->batch);
   if (g->max_new > 1) printf(", decode at %.1f%% of it", f->pct_of_limit);
   putchar('\n');
+  if (g->o->tp > 1)
+    printf("tensor parallel: %u ranks on %u device(s); all-reduce of [%u, %u] %s: %.1f us, "
+           "x %u per decode step = %.3f ms\n",
+           g->o->tp, g->devices, g->batch, info->hidden, gllmk_dtype_name((gllmk_dtype)info->dtype),
+           g->all_reduce_us, 2 * info->layers, g->all_reduce_us * 2 * info->layers / 1e3);
 }
 
 /* A JSON number, or null for NAN (nothing measured). */
@@ -727,6 +798,9 @@ static int print_json(const generator *g, const figures *f) {
   PUT("copy_gbps", json_number(g->copy_gbps));
   PUT("decode_limit_tokens_per_s", json_number(f->limit_tokens_per_s));
   PUT("decode_pct_of_limit", json_number(f->pct_of_limit));
+  PUT("tensor_parallel", json_integer(g->o->tp));
+  PUT("devices", json_integer(g->devices));
+  PUT("all_reduce_us", json_number(g->o->tp > 1 ? g->all_reduce_us : NAN));
 #undef PUT
   if (!failed) failed = json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(9)) != 0 ||
                         putchar('\n') == EOF;
@@ -735,7 +809,7 @@ static int print_json(const generator *g, const figures *f) {
 }
 
 int main(int argc, char **argv) {
-  options o = {.dtype = -1, .prompt_len = DEFAULT_PROMPT_LEN, .batch = 1,
+  options o = {.dtype = -1, .prompt_len = DEFAULT_PROMPT_LEN, .batch = 1, .tp = 1,
                .max_new = DEFAULT_MAX_NEW, .sampling = {.top_p = 1}};
   int rc = parse_options(argc, argv, &o);
   if (rc) {

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""tp_table.py DIR - the tensor-parallel table of tools/device-check.sh tp:
+gllmk-generate's JSON reports tp{1,2}-b{1,32}.json in DIR side by side:
+decode tokens/s, the speed-up of --tp 2 over --tp 1, decode against the
+weight-bytes limit (every GPU's copy bandwidth), prefill, and the all-reduce
+time per decode step."""
+import json
+import os
+import sys
+
+
+def load(directory, tp, batch):
+    path = os.path.join(directory, f"tp{tp}-b{batch}.json")
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"{path}: {e}")
+        return None
+
+
+def main():
+    directory = sys.argv[1]
+    print("llama3-8b (synthetic, bf16), 1024-token prompt, 64 decode steps")
+    print(f"{'batch':>5} {'tp':>3} {'decode tok/s':>13} {'vs tp=1':>8} {'% limit':>8} "
+          f"{'prefill tok/s':>14} {'all-reduce us':>14} {'per step ms':>12}")
+    ok = True
+    for batch in (1, 32):
+        base = load(directory, 1, batch)
+        for tp in (1, 2):
+            r = load(directory, tp, batch)
+            if r is None or base is None:
+                ok = False
+                continue
+            speedup = r["decode_tokens_per_s"] / base["decode_tokens_per_s"]
+            ar = r.get("all_reduce_us")
+            per_step = f"{ar * 2 * 32 / 1e3:.3f}" if ar else "-"
+            print(f"{batch:>5} {tp:>3} {r['decode_tokens_per_s']:>13.1f} {speedup:>7.2f}x "
+                  f"{r['decode_pct_of_limit']:>7.1f}% {r['prefill_tokens_per_s']:>14.0f} "
+                  f"{(f'{ar:.1f}' if ar else '-'):>14} {per_step:>12}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
