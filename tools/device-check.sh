@@ -211,7 +211,7 @@ if wants tp; then
       $gen --tp $tp --max-new 8 --logits-out "$out/tp$tp-logits.f32"
     for batch in 1 32; do
       step "llama3-8b tp=$tp batch $batch" "$out/tp$tp-b$batch.json" \
-        $gen --tp $tp --batch $batch --max-new 65 --json
+        $gen --tp $tp --batch $batch --max-new 257 --json
     done
   done
   step "tp=2 vs tp=1 tokens and logits" "$out/tp-compare.txt" python3 tools/bench/compare_logits.py \

@@ -94,6 +94,7 @@ typedef struct generator {
   uint64_t copy_bytes;
   double copy_gbps, prefill_seconds, decode_seconds;
   double all_reduce_us; /* --tp: one all-reduce of a decode step's [batch, hidden] */
+  uint32_t recordings;  /* decode recordings the session made (0: call by call) */
 } generator;
 
 /* The figures reported, derived once from what was measured (NAN when
@@ -681,6 +682,9 @@ static int generate(generator *g) {
     g->logits_file = NULL;
     if (closed) return fail_host(strerror(errno), "cannot write %s", g->o->logits_out);
   }
+  gllmk_session_stats stats;
+  if (gllmk_session_get_stats(g->session, &stats)) return fail("cannot read the session's stats");
+  g->recordings = stats.recordings;
   return g->o->tp > 1 ? time_all_reduce(g) : 0;
 }
 
@@ -724,9 +728,10 @@ static void print_text(const generator *g, const figures *f) {
   printf("time to first token: %.2f ms%s\n", f->ttft_ms,
          g->batch > 1 ? " (the whole batch's prefill: every sequence's first token)" : "");
   if (g->max_new > 1)
-    printf("decode: %.0f tokens (%u steps x %u sequences) in %.2f ms, %.1f tokens/s\n",
+    printf("decode: %.0f tokens (%u steps x %u sequences) in %.2f ms, %.1f tokens/s, %s\n",
            f->decode_tokens, g->max_new - 1, g->batch, g->decode_seconds * 1e3,
-           f->decode_tokens_per_s);
+           f->decode_tokens_per_s,
+           g->recordings ? "steps replayed from a recording" : "steps run call by call");
   else
     printf("decode: none (--max-new 1: the only token comes from the prefill)\n");
   printf("copy bandwidth: %.1f GB/s (gllmk_buffer_copy, %.0f MiB device to device, "
@@ -798,6 +803,7 @@ static int print_json(const generator *g, const figures *f) {
   PUT("copy_gbps", json_number(g->copy_gbps));
   PUT("decode_limit_tokens_per_s", json_number(f->limit_tokens_per_s));
   PUT("decode_pct_of_limit", json_number(f->pct_of_limit));
+  PUT("decode_recordings", json_integer(g->recordings));
   PUT("tensor_parallel", json_integer(g->o->tp));
   PUT("devices", json_integer(g->devices));
   PUT("all_reduce_us", json_number(g->o->tp > 1 ? g->all_reduce_us : NAN));

@@ -5,13 +5,13 @@ per step, the largest logit difference relative to the row's largest
 |logit|, and whether the greedy tokens agree. A different token is accepted
 only as a near tie (the two best logits of A within bf16's tolerance);
 after it the sequences differ, so later steps are not compared. Exit 1 if a
-step's logits differ by more than 2e-2 of max |logit| or a token differs
+step's logits differ by more than 6e-2 of max |logit| or a token differs
 outside a tie."""
 import sys
 
 import numpy as np
 
-TOLERANCE = 2e-2  # bf16 activations through 32 layers, partial sums in another order
+TOLERANCE = 6e-2  # bf16, as tests/model.c: activations rounded through 32 layers, partial sums in another order
 
 
 def main():

@@ -21,9 +21,9 @@ def load(directory, tp, batch):
 
 def main():
     directory = sys.argv[1]
-    print("llama3-8b (synthetic, bf16), 1024-token prompt, 64 decode steps")
+    print("llama3-8b (synthetic, bf16), 1024-token prompt, 256 decode steps (the first records the step)")
     print(f"{'batch':>5} {'tp':>3} {'decode tok/s':>13} {'vs tp=1':>8} {'% limit':>8} "
-          f"{'prefill tok/s':>14} {'all-reduce us':>14} {'per step ms':>12}")
+          f"{'prefill tok/s':>14} {'all-reduce us':>14} {'per step ms':>12} {'recorded':>9}")
     ok = True
     for batch in (1, 32):
         base = load(directory, 1, batch)
@@ -37,7 +37,8 @@ def main():
             per_step = f"{ar * 2 * 32 / 1e3:.3f}" if ar else "-"
             print(f"{batch:>5} {tp:>3} {r['decode_tokens_per_s']:>13.1f} {speedup:>7.2f}x "
                   f"{r['decode_pct_of_limit']:>7.1f}% {r['prefill_tokens_per_s']:>14.0f} "
-                  f"{(f'{ar:.1f}' if ar else '-'):>14} {per_step:>12}")
+                  f"{(f'{ar:.1f}' if ar else '-'):>14} {per_step:>12} "
+                  f"{'yes' if r.get('decode_recordings') else 'NO':>9}")
     return 0 if ok else 1
 
 
