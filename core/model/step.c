@@ -106,10 +106,12 @@ static gllmk_status end_recordings(session_state *s, uint32_t bucket, uint32_t b
   for (uint32_t r = 0; r < begun; r++) {
     gllmk_status ended = gllmk_recording_end(s->shards[r].context, &made[r]);
     if (status == GLLMK_OK) status = ended;
-    if (ranks > 1 && made[r] && !gllmk_recording_is_native(made[r]) && status == GLLMK_OK)
+  }
+  /* The ranks' recordings are compiled together when the last one ends. */
+  for (uint32_t r = 0; ranks > 1 && r < begun && status == GLLMK_OK; r++)
+    if (!gllmk_recording_is_native(made[r]))
       status = MODEL_FAIL(GLLMK_ERR_UNSUPPORTED, "%s: the backend could not compile a recording",
                           FN);
-  }
   for (uint32_t r = 0; r < ranks; r++) {
     if (status == GLLMK_OK) s->shards[r].recordings[bucket] = made[r];
     else gllmk_recording_free(made[r]);
