@@ -735,6 +735,11 @@ START_TEST(tensor_parallel) {
   printf("model: %s on %s, split over %d ranks\n", fc->name, backends[backend].name, TP_RANKS);
   int ties = generate_and_check(fc, ref, s, info.dtype, prompt);
   ck_assert_msg(ties <= NEW_TOKENS / 4, "%s: %d ties in %d tokens", fc->name, ties, NEW_TOKENS);
+  /* Decode steps replay the ranks' recordings where they compile natively
+   * (cuda graphs holding NCCL calls); the cpu loopback runs them call by call. */
+  gllmk_session_stats stats;
+  must(gllmk_session_get_stats(s, &stats), "gllmk_session_get_stats");
+  ck_assert_int_eq(stats.recordings, strcmp(backends[backend].name, "cpu") == 0 ? 0 : 1);
   gllmk_session_destroy(s);
   gllmk_model_free(model);
   close_ranks(ctx);
