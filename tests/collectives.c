@@ -61,6 +61,14 @@ static bool group_open(int backend, uint32_t ranks, group *g, char *why, size_t 
   return false;
 }
 
+/* group_open, or a "skipped: <reason>" line naming `what`. */
+static bool group_open_or_skip(int backend, uint32_t ranks, const char *what, group *g) {
+  char why[512];
+  if (group_open(backend, ranks, g, why, sizeof why)) return true;
+  printf("collectives: %s, %u ranks, %s: skipped: %s\n", backends[backend].name, ranks, what, why);
+  return false;
+}
+
 static void group_close(group *g) {
   gllmk_communicator_free(g->comm);
   for (uint32_t r = 0; r < g->ranks; r++) gllmk_context_destroy(g->ctx[r]);
@@ -198,11 +206,7 @@ START_TEST(values) {
   int backend = _i / MAX_RANKS;
   uint32_t ranks = (uint32_t)(_i % MAX_RANKS) + 1;
   group g;
-  char why[512];
-  if (!group_open(backend, ranks, &g, why, sizeof why)) {
-    printf("collectives: %s, %u ranks: skipped: %s\n", backends[backend].name, ranks, why);
-    return;
-  }
+  if (!group_open_or_skip(backend, ranks, "values", &g)) return;
   const int64_t sizes[] = {1, 7, 4099, test_opts.quick ? 3001 : 262147};
   for (size_t t = 0; t < 3; t++)
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
@@ -227,11 +231,7 @@ static void expect(gllmk_status status, gllmk_status want, const char *needle) {
 /* Bad input: a clear error and no output byte written. */
 START_TEST(bad_input) {
   group g;
-  char why[512];
-  if (!group_open(_i, 2, &g, why, sizeof why)) {
-    printf("collectives: %s bad input: skipped: %s\n", backends[_i].name, why);
-    return;
-  }
+  if (!group_open_or_skip(_i, 2, "bad input", &g)) return;
   gllmk_communicator *c;
   expect(gllmk_communicator_create(NULL, 2, &c), GLLMK_ERR_INVALID_ARGUMENT, "contexts is NULL");
   expect(gllmk_communicator_create(g.ctx, 0, &c), GLLMK_ERR_INVALID_ARGUMENT, "count is 0");
@@ -300,11 +300,7 @@ END_TEST
  * call by call; where they are native, every rank's replay repeats it. */
 START_TEST(recorded) {
   group g;
-  char why[512];
-  if (!group_open(_i, 2, &g, why, sizeof why)) {
-    printf("collectives: %s recorded: skipped: %s\n", backends[_i].name, why);
-    return;
-  }
+  if (!group_open_or_skip(_i, 2, "recorded", &g)) return;
   const int64_t n = 1000;
   rank_data d[2];
   double *inputs[2], got[1000];

@@ -14,7 +14,10 @@
  *     another argument, NULL), with scalars from a table of edge values;
  *     the struct size passed varies too;
  *   - buffer writes, fills, copies and small integers for the index
- *     tensors; freeing and reallocating a buffer (stale handles).
+ *     tensors; freeing and reallocating a buffer (stale handles);
+ *   - collectives (gllmk_all_reduce / gllmk_all_gather) over a communicator
+ *     of both contexts (or NULL, or a freed one), with each rank's tensors
+ *     placed in any buffer, of any dtype and size, sometimes strided.
  * After every call it checks, against a host copy of every buffer:
  *   - a call that fails writes nothing, and gllmk_last_error() names it;
  *   - a call that succeeds writes only the bytes of its output views (every
@@ -129,6 +132,7 @@ static float some_f32(input *in) {
 /* ------------------------------------------------------------ state */
 
 static gllmk_context *ctx_a, *ctx_b;
+static gllmk_communicator *comm_ab, *comm_stale; /* over ctx_a, ctx_b; a freed one */
 
 /* What the calls did, printed at exit with FUZZ_API_STATS=1 in the
  * environment (docs/testing.md): per op, calls that succeeded, failed, or
@@ -780,6 +784,50 @@ static void step_op(state *s, input *in) {
   check_buffers(s, allowed, fn);
 }
 
+/* ------------------------------------------------------------ collectives */
+
+/* A small tensor for rank r: mostly dense on its context's buffer, at an
+ * element-aligned offset; sometimes anywhere, strided or of another size. */
+static gllmk_tensor collective_tensor(state *s, input *in, int rank, int32_t dtype, int64_t n) {
+  gllmk_tensor t;
+  memset(&t, 0, sizeof t);
+  int b = rank == 0 ? u8(in) % (NBUF - 1) : NBUF - 1;
+  t.buffer = u8(in) < 240 ? s->buf[b] : some_buffer(s, in, &b);
+  t.dtype = u8(in) < 240 ? dtype : some_dtype(in);
+  t.ndim = 1;
+  t.shape[0] = u8(in) < 240 ? n : some_i64(in);
+  t.strides[0] = u8(in) < 240 ? 1 : some_i64(in);
+  t.offset = 4 * (bytes(in, 2) % (MAX_BUF / 4));
+  return t;
+}
+
+static void step_collective(state *s, input *in) {
+  int gather = u8(in) & 1;
+  const char *fn = gather ? "gllmk_all_gather" : "gllmk_all_reduce";
+  int32_t dtype = (int32_t)(u8(in) % 4);
+  int64_t n = 1 + u8(in) % 64;
+  gllmk_tensor ins[2], outs[2];
+  for (int r = 0; r < 2; r++) ins[r] = collective_tensor(s, in, r, dtype, n);
+  for (int r = 0; r < 2; r++) {
+    outs[r] = collective_tensor(s, in, r, dtype, gather ? 2 * n : n);
+    if (!gather && u8(in) < 64) outs[r] = ins[r]; /* in place */
+  }
+  uint8_t k = u8(in);
+  gllmk_communicator *comm = k < 240 ? comm_ab : k < 248 ? comm_stale : NULL;
+  gllmk_status status = gather ? gllmk_all_gather(comm, outs, ins) : gllmk_all_reduce(comm, outs, ins);
+  if (status != GLLMK_OK) {
+    if (strstr(gllmk_last_error(), fn) == NULL)
+      fail("%s failed (%s) with the message \"%s\"", fn, gllmk_status_string(status),
+           gllmk_last_error());
+    check_buffers(s, NULL, fn);
+    return;
+  }
+  static unsigned char allowed[NBUF][MAX_BUF];
+  memset(allowed, 0, sizeof allowed);
+  for (int r = 0; r < 2; r++) mark_elements(s, &outs[r], allowed);
+  check_buffers(s, allowed, fn);
+}
+
 /* ------------------------------------------------------------ buffers */
 
 static void step_buffer(state *s, input *in) {
@@ -850,6 +898,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* At exit, before LeakSanitizer looks. */
 static void destroy_contexts(void) {
+  gllmk_communicator_free(comm_ab);
   gllmk_context_destroy(ctx_a);
   gllmk_context_destroy(ctx_b);
   if (getenv("FUZZ_API_STATS") == NULL) return;
@@ -872,6 +921,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
                                    .plugin_dir = FUZZ_PLUGIN_DIR};
   must(gllmk_context_create(&options, &ctx_a), "gllmk_context_create");
   must(gllmk_context_create(&options, &ctx_b), "gllmk_context_create");
+  gllmk_context *both[2] = {ctx_a, ctx_b};
+  must(gllmk_communicator_create(both, 2, &comm_stale), "gllmk_communicator_create");
+  gllmk_communicator_free(comm_stale);
+  must(gllmk_communicator_create(both, 2, &comm_ab), "gllmk_communicator_create");
   atexit(destroy_contexts);
   return 0;
 }
@@ -901,6 +954,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       step_reshape(&s, &in);
     else if (what < 112)
       step_buffer(&s, &in);
+    else if (what < 124)
+      step_collective(&s, &in);
     else
       step_op(&s, &in);
   }

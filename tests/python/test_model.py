@@ -99,3 +99,22 @@ def test_errors_are_the_generators(ctx):
         gllmk.Model("no/such/dir", context=ctx)
     with pytest.raises(gllmk.InvalidArgumentError, match='synthetic model "huge" is not one of'):
         gllmk.Model(synthetic="huge", context=ctx)
+
+
+def test_split_over_two_cpu_contexts():
+    """Tensor parallelism through the cpu loopback: the same tokens as one context."""
+    ranks = [gllmk.Context("cpu"), gllmk.Context("cpu"), gllmk.Context("cpu")]
+    try:
+        whole = gllmk.Model("tiny", context=ranks[0], dtype="f32")
+        split = gllmk.Model("tiny", contexts=ranks[:2], dtype="f32")
+        assert split.context is ranks[0] and split.vocab == whole.vocab
+        assert list(split.generate(PROMPT, max_new=8)) == list(whole.generate(PROMPT, max_new=8))
+        with pytest.raises(gllmk.Error, match="do not split over 3 devices"):
+            gllmk.Model("tiny", contexts=ranks)
+        with pytest.raises(ValueError):
+            gllmk.Model("tiny", context=ranks[0], contexts=ranks[:2])
+        split.close()
+        whole.close()
+    finally:
+        for ctx in ranks:
+            ctx.close()

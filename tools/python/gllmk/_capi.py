@@ -224,6 +224,7 @@ _CORE_PROTOTYPES = {
 }
 _MODEL_PROTOTYPES = {
     "gllmk_model_load": (C.c_int, [_P, C.POINTER(ModelLoadOptions), _PP]),
+    "gllmk_model_load_parallel": (C.c_int, [_P, C.c_uint32, C.POINTER(ModelLoadOptions), _PP]),
     "gllmk_model_free": (None, [_P]),
     "gllmk_model_get_info": (C.c_int, [_P, C.POINTER(ModelInfo)]),
     "gllmk_session_create": (C.c_int, [_P, C.POINTER(SessionOptions), _PP]),

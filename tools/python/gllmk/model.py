@@ -10,6 +10,7 @@
     tokens, logits = s.forward({a: [tokens[0]], b: [tokens[1]]}, logits=True)
     logits.numpy()                                         # [2, vocab] float32 copy
 """
+import contextlib
 import ctypes as C
 import os
 import weakref
@@ -30,17 +31,21 @@ def _sampling(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=0):
 
 
 class Model(_capi.Closable):
-    """Model(source, *, context=None, dtype=None, seed=0, progress=None).
+    """Model(source, *, context=None, contexts=None, dtype=None, seed=0, progress=None).
 
     source: a Hugging Face model directory, or the name of a synthetic model
     (random weights made on the device: "tiny", "llama3.2-1b", "llama3-8b",
     "qwen2.5-7b"); synthetic=NAME says so explicitly. context: a
-    gllmk.Context (default: gllmk's automatic choice). dtype: "f32", "f16",
-    "bf16" (or a numpy/torch dtype); default the checkpoint's (bf16 for
-    synthetic). progress(done_bytes, total_bytes) is called while loading."""
+    gllmk.Context (default: gllmk's automatic choice). contexts: instead, a
+    list of contexts of one backend to split the model over (tensor
+    parallelism, gllmk_model_load_parallel: one GPU each on cuda, or several
+    cpu contexts); the model runs on them from the calling thread and
+    `context` is the first. dtype: "f32", "f16", "bf16" (or a numpy/torch
+    dtype); default the checkpoint's (bf16 for synthetic).
+    progress(done_bytes, total_bytes) is called while loading."""
 
-    def __init__(self, source=None, *, synthetic=None, context=None, dtype=None, seed=0,
-                 progress=None):
+    def __init__(self, source=None, *, synthetic=None, context=None, contexts=None, dtype=None,
+                 seed=0, progress=None):
         mlib = _capi.load_model_lib()
         if (source is None) == (synthetic is None):
             raise ValueError("gllmk.Model: give a model directory or a synthetic name")
@@ -50,7 +55,13 @@ class Model(_capi.Closable):
                 path = os.fspath(source)
             else:
                 synthetic = source
-        self.context = context if context is not None else Context()
+        if context is not None and contexts is not None:
+            raise ValueError("gllmk.Model: give context or contexts, not both")
+        self.contexts = list(contexts) if contexts is not None else \
+            [context if context is not None else Context()]
+        if not self.contexts:
+            raise ValueError("gllmk.Model: contexts is empty")
+        self.context = self.contexts[0]
         self._handle = None
         self._sessions = weakref.WeakSet()
         dtype = _dtype_name(dtype)
@@ -65,9 +76,14 @@ class Model(_capi.Closable):
             synthetic=synthetic and synthetic.encode(), seed=seed, dtype=dtype_id,
             progress=callback)
         handle = C.c_void_p()
-        self.context._check_open()
-        with self.context._lock:
-            check(mlib.gllmk_model_load(self.context._handle, C.byref(options), C.byref(handle)))
+        for ctx in self.contexts:
+            ctx._check_open()
+        ranks = (C.c_void_p * len(self.contexts))(*[ctx._handle for ctx in self.contexts])
+        with contextlib.ExitStack() as held:
+            for ctx in self.contexts:
+                held.enter_context(ctx._lock)
+            check(mlib.gllmk_model_load_parallel(ranks, len(self.contexts), C.byref(options),
+                                                 C.byref(handle)))
         self._lib, self._handle = mlib, handle
         info = _capi.ModelInfo()
         check(mlib.gllmk_model_get_info(handle, C.byref(info)))
