@@ -3,6 +3,7 @@
  * when cpu_has says the CPU has them): the softmax step and the unpacked
  * products used for a few query rows; attention.c has the portable ones.
  */
+#if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
 
@@ -219,3 +220,4 @@ const cpu_attention_direct cpu_attention_direct_avx2 = {
     .scores = scores_direct,
     .accumulate = accumulate_direct,
 };
+#endif

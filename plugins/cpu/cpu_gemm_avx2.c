@@ -6,6 +6,7 @@
  * Micro-kernel: a 6 x 16 tile of sums in 12 ymm registers. GEMV: reads b in
  * its storage dtype and accumulates in F32, like the AVX-512 version.
  */
+#if defined(__x86_64__)
 #include <immintrin.h>
 
 #include "cpu_avx2.h"
@@ -220,3 +221,4 @@ const cpu_gemm_isa cpu_gemm_isa_avx2 = {
     .gemv_nk = gemv_nk_avx2,
     .gemv_kn = gemv_kn_avx2,
 };
+#endif

@@ -8,6 +8,7 @@
  * GEMV: reads b in its storage dtype (BF16 widened by a shift, F16 by
  * vcvtph2ps) and multiplies with F32 activations, accumulating in F32.
  */
+#if defined(__x86_64__)
 #include <immintrin.h>
 
 #include "cpu_gemm.h"
@@ -224,3 +225,4 @@ const cpu_gemm_isa cpu_gemm_isa_avx512 = {
     .gemv_nk = gemv_nk_avx512,
     .gemv_kn = gemv_kn_avx512,
 };
+#endif
