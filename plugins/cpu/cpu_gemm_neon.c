@@ -160,18 +160,6 @@ static ALWAYS_INLINE void nk_rows(int32_t dtype, int m, int rows, int64_t k, con
   }
 }
 
-static ALWAYS_INLINE void nk_body(int32_t dtype, int m, int64_t k, const float *a, int64_t lda,
-                                  const void *b, int64_t ldb, int64_t n_count, float *out,
-                                  int64_t ldo) {
-  const size_t row_bytes = (size_t)ldb * (dtype == GLLMK_F32 ? 4 : 2);
-  const char *rows = b;
-  int64_t n = 0;
-  for (; n + 4 <= n_count; n += 4)
-    nk_rows(dtype, m, 4, k, a, lda, rows + (size_t)n * row_bytes, row_bytes, out + n, ldo);
-  for (; n < n_count; n++)
-    nk_rows(dtype, m, 1, k, a, lda, rows + (size_t)n * row_bytes, row_bytes, out + n, ldo);
-}
-
 /* out[i * ldo + n] += sum over `rows` rows of b of a[i][kk + r] * b[kk + r][n]. */
 static ALWAYS_INLINE void kn_rows(int32_t dtype, int m, int rows, int64_t kk, const float *a,
                                   int64_t lda, const char *b, size_t b_row_bytes, int64_t n_count,
@@ -206,19 +194,7 @@ static ALWAYS_INLINE void kn_rows(int32_t dtype, int m, int rows, int64_t kk, co
         out[i * ldo + n] += a[i * lda + kk + r] * cpu_element_f32(dtype, b0 + r * b_row_bytes, n);
 }
 
-static ALWAYS_INLINE void kn_body(int32_t dtype, int m, int64_t k, const float *a, int64_t lda,
-                                  const void *b, int64_t ldb, int64_t n_count, float *out,
-                                  int64_t ldo) {
-  const size_t row_bytes = (size_t)ldb * (dtype == GLLMK_F32 ? 4 : 2);
-#pragma GCC unroll 4
-  for (int i = 0; i < m; i++) memset(out + i * ldo, 0, (size_t)n_count * sizeof(float));
-  int64_t kk = 0;
-  for (; kk + 4 <= k; kk += 4) kn_rows(dtype, m, 4, kk, a, lda, b, row_bytes, n_count, out, ldo);
-  for (; kk < k; kk++) kn_rows(dtype, m, 1, kk, a, lda, b, row_bytes, n_count, out, ldo);
-}
-
-CPU_GEMV_DISPATCH(gemv_nk_neon, nk_body)
-CPU_GEMV_DISPATCH(gemv_kn_neon, kn_body)
+#include "cpu_gemv.inc"
 
 const cpu_gemm_isa cpu_gemm_isa_neon = {
     .mr = MR,
@@ -226,7 +202,7 @@ const cpu_gemm_isa cpu_gemm_isa_neon = {
     .micro = micro_6x16,
     .pack_transposed = pack_transposed_neon,
     .pack_rows = pack_rows_neon,
-    .gemv_nk = gemv_nk_neon,
-    .gemv_kn = gemv_kn_neon,
+    .gemv_nk = gemv_nk,
+    .gemv_kn = gemv_kn,
 };
 #endif
