@@ -163,21 +163,22 @@ endif
 # builds build/aarch64 (`make ARCH=aarch64`, see the Makefile) and runs the
 # programs that need only the cpu plugin there, under qemu-aarch64, at each
 # aarch64 level of the cpu plugin (docs/testing.md):
-#   -cpu max         ASIMD + FEAT_BF16 (neon-bf16, the plugin's own choice),
-#                    also with --record, and the cpu-portable variant
+#   -cpu max         ASIMD + FEAT_BF16 (neon-bf16, the plugin's own choice):
+#                    conformance at full sizes, and --record; and the
+#                    cpu-portable variant
 #   -cpu cortex-a53  plain ASIMD (neon), which the plugin finds by itself
-# Conformance runs with --quick sizes there (every op, dtype, view and the
-# decoder block; the emulated full sizes take about N minutes a level).
+# Every conformance run is the whole suite; all but the first take its
+# --quick sizes (emulated, the full sizes take 6 to 10 minutes).
 # A copy of a program is started through qemu-aarch64 (--exec-via): without
 # binfmt_misc the kernel cannot exec an aarch64 program itself.
 # `make check-aarch64` runs only this part.
 AARCH64_B    := build/aarch64
 AARCH64_MAX  := qemu-aarch64 -cpu max
-AARCH64_CONF := $(AARCH64_B)/tests/conformance --quick --exec-via qemu-aarch64
+AARCH64_CONF := $(AARCH64_B)/tests/conformance --exec-via qemu-aarch64
 AARCH64_RUNS := '$(AARCH64_MAX) $(AARCH64_CONF)' \
-                '$(AARCH64_MAX) $(AARCH64_CONF) --record' \
-                '$(AARCH64_MAX) $(AARCH64_CONF) --plugin-dir $(AARCH64_B)/tests/cpu-portable --backend cpu-portable' \
-                'qemu-aarch64 -cpu cortex-a53 $(AARCH64_CONF)' \
+                '$(AARCH64_MAX) $(AARCH64_CONF) --quick --record' \
+                '$(AARCH64_MAX) $(AARCH64_CONF) --quick --plugin-dir $(AARCH64_B)/tests/cpu-portable --backend cpu-portable' \
+                'qemu-aarch64 -cpu cortex-a53 $(AARCH64_CONF) --quick' \
                 $(patsubst %,'$(AARCH64_MAX) $(AARCH64_B)/tests/%',tensor_helpers bad_input discovery abi_v2) \
                 '$(AARCH64_MAX) $(AARCH64_B)/tests/threads --quick' \
                 '$(AARCH64_MAX) $(AARCH64_B)/tests/model --quick --backend cpu'
