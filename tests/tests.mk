@@ -168,7 +168,7 @@ endif
 #                    cpu-portable variant
 #   -cpu cortex-a53  plain ASIMD (neon), which the plugin finds by itself
 # Every conformance run is the whole suite; all but the first take its
-# --quick sizes (emulated, the full sizes take 6 to 10 minutes).
+# --quick sizes (emulated, the full sizes take about 8 minutes on 2 cores).
 # A copy of a program is started through qemu-aarch64 (--exec-via): without
 # binfmt_misc the kernel cannot exec an aarch64 program itself.
 # `make check-aarch64` runs only this part.
