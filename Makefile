@@ -40,6 +40,31 @@ SAN_FLAGS    :=
 endif
 
 CC           ?= cc
+
+# ARCH=aarch64 on an x86_64 machine: a cross build (docs/testing.md) with
+# Debian's aarch64-linux-gnu-gcc and the arm64 multiarch libraries
+# (tools/ensure-deps.sh installs both) into build/aarch64: the core, the
+# generator library, the cpu plugin, the tools and the tests, which
+# `make check-aarch64` (and `make check`) run under qemu-user. Without
+# ARCH the build is for this machine.
+HOST_ARCH    := $(shell uname -m)
+ARCH         ?= $(HOST_ARCH)
+ifneq ($(ARCH),$(HOST_ARCH))
+ifneq ($(SANITIZE),0)
+$(error SANITIZE=$(SANITIZE) is for builds for this machine, not for ARCH=$(ARCH))
+endif
+CROSS        := 1
+B            := build/$(ARCH)
+CC           := $(ARCH)-linux-gnu-gcc
+# pkg-config answers for the target's libraries (Check).
+PKG_CONFIG   := PKG_CONFIG_LIBDIR=/usr/lib/$(ARCH)-linux-gnu/pkgconfig:/usr/share/pkgconfig pkg-config
+else
+PKG_CONFIG   := pkg-config
+endif
+# The instruction set the compiler emits (x86_64, aarch64, ...): it picks
+# the cpu plugin's SIMD flags (plugins/cpu/plugin.mk) and test variants.
+TARGET_CPU   := $(firstword $(subst -, ,$(shell $(CC) -dumpmachine)))
+
 OPT          ?= -O2
 WARN         := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 CFLAGS_BASE  := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC -fvisibility=hidden $(WARN) $(SAN_FLAGS) -Icore/include
@@ -134,6 +159,11 @@ $(B)/gllmk-model.pc: gllmk-model.pc.in Makefile
 
 PLUGINS := $(sort $(patsubst plugins/%/plugin.mk,%,$(wildcard plugins/*/plugin.mk)))
 include $(wildcard plugins/*/plugin.mk)
+# A cross build has only the cpu plugin: the others' devices are not there
+# to test under qemu-user.
+ifdef CROSS
+PLUGINS := cpu
+endif
 
 define plugin_template
 $(1)_OBJS := $$($(1)_SRCS:%.c=$$(B)/obj/%.o) $$($(1)_OBJS_EXTRA)

@@ -4,7 +4,7 @@
  * decoder layer built from them (decoder_block.c).
  *
  * usage: conformance [--quick] [--seed N] [--backend NAME] [--skip-software]
- *                    [--plugin-dir DIR]
+ *                    [--plugin-dir DIR] [--record] [--exec-via PROGRAM]
  * Backends come from gllmk_discover(): each plugin whose state is selected
  * or available gets a context forced onto it and runs every case; the
  * others are printed as "skipped: <name>: <reason>". A software device
@@ -1459,8 +1459,12 @@ START_TEST(exit_with_context_open) {
   pid_t pid = fork();
   ck_assert_msg(pid >= 0, "fork failed");
   if (pid == 0) {
-    execl(self_path, self_path, "--exit-with-context-open", backend,
-          test_opts.plugin_dir ? test_opts.plugin_dir : "", (char *)NULL);
+    const char *plugin_dir = test_opts.plugin_dir ? test_opts.plugin_dir : "";
+    if (test_opts.exec_via)
+      execlp(test_opts.exec_via, test_opts.exec_via, self_path, "--exit-with-context-open",
+             backend, plugin_dir, (char *)NULL);
+    else
+      execl(self_path, self_path, "--exit-with-context-open", backend, plugin_dir, (char *)NULL);
     _exit(127);
   }
   int status;

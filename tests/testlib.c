@@ -35,10 +35,12 @@ void test_parse_args(int argc, char **argv) {
       test_opts.plugin_dir = argv[++i];
     } else if (strcmp(argv[i], "--record") == 0) {
       test_opts.record = 1;
+    } else if (strcmp(argv[i], "--exec-via") == 0 && i + 1 < argc) {
+      test_opts.exec_via = argv[++i];
     } else {
       fprintf(stderr,
               "usage: %s [--quick] [--seed N] [--backend NAME] [--skip-software] "
-              "[--plugin-dir DIR] [--record]\n", argv[0]);
+              "[--plugin-dir DIR] [--record] [--exec-via PROGRAM]\n", argv[0]);
       exit(2);
     }
   }

@@ -21,12 +21,17 @@ typedef struct test_options {
   int skip_software;   /* --skip-software: leave emulated devices out (conformance) */
   const char *plugin_dir; /* --plugin-dir DIR: plugins from DIR (conformance) */
   int record;          /* --record: run each op by replaying a recording of it */
+  /* --exec-via PROGRAM: start copies of this program through PROGRAM, an
+   * emulator (conformance): under qemu-user without binfmt_misc the kernel
+   * cannot exec an aarch64 program, but can exec qemu-aarch64 with it. */
+  const char *exec_via;
 } test_options;
 
 extern test_options test_opts;
 
 /* Parses --quick, --seed N, --backend NAME, --skip-software, --plugin-dir
- * DIR and --record; exits with a usage message on anything else. */
+ * DIR, --record and --exec-via PROGRAM; exits with a usage message on
+ * anything else. */
 void test_parse_args(int argc, char **argv);
 
 /* Runs the suite (Check prints its summary line); returns the exit status. */

@@ -3,6 +3,9 @@
 #   make check             build everything, run the install test, the
 #                          script checks and every Check program, ending with
 #                          their summary lines (SANITIZE=1: under ASan+UBSan)
+#   make check-aarch64     the aarch64 part of `make check` alone: build
+#                          build/aarch64 and run its cpu-only programs under
+#                          qemu-user (see AARCH64_RUNS below)
 #   make check-valgrind    the Check programs under valgrind, one process
 #                          each (CK_FORK=no), with --quick problem sizes
 #   make check SANITIZE=thread
@@ -19,8 +22,8 @@
 # --skip-software (see tests/conformance.c).
 
 # Evaluated when used, so that `check` can install the Check package first.
-CHECK_CFLAGS = $(shell pkg-config --cflags check)
-CHECK_LIBS   = $(shell pkg-config --libs check)
+CHECK_CFLAGS = $(shell $(PKG_CONFIG) --cflags check)
+CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check)
 
 TEST_PROGRAMS := tensor_helpers conformance bad_input discovery abi_v2 threads model collectives
 TEST_BINS     := $(TEST_PROGRAMS:%=$(B)/tests/%)
@@ -93,8 +96,9 @@ $$(B)/tests/$(1)/gllmk-$(1).so: $$(filter-out $$(B)/obj/plugins/$(2)/$(3).o,$$($
 	$$(CC) -shared $$(ALL_LDFLAGS) -o $$@ $$^ $$($(2)_LDLIBS)
 endef
 
-# A plugin's own tests (plugins/<name>/tests.mk), e.g. check-hsa.
--include $(wildcard plugins/*/tests.mk)
+# A plugin's own tests (plugins/<name>/tests.mk), e.g. check-hsa; of the
+# plugins this build has (a cross build: cpu).
+-include $(wildcard $(PLUGINS:%=plugins/%/tests.mk))
 
 # What `make check` runs, one quoted command each, and what that needs built.
 CHECK_RUNS     := $(TEST_BINS:%='%')
@@ -155,6 +159,42 @@ CHECK_RUNS := $(patsubst %,'$(B)/tests/%',threads tensor_helpers discovery bad_i
               '$(B)/tests/model --backend cpu'
 endif
 
+# aarch64 under qemu-user: on x86_64, `make check` (without SANITIZE) also
+# builds build/aarch64 (`make ARCH=aarch64`, see the Makefile) and runs the
+# programs that need only the cpu plugin there, under qemu-aarch64, at each
+# aarch64 level of the cpu plugin (docs/testing.md):
+#   -cpu max         ASIMD + FEAT_BF16 (neon-bf16, the plugin's own choice):
+#                    conformance at full sizes, and --record; and the
+#                    cpu-portable variant
+#   -cpu cortex-a53  plain ASIMD (neon), which the plugin finds by itself
+# Every conformance run is the whole suite; all but the first take its
+# --quick sizes (emulated, the full sizes take about 8 minutes on 2 cores).
+# A copy of a program is started through qemu-aarch64 (--exec-via): without
+# binfmt_misc the kernel cannot exec an aarch64 program itself.
+# `make check-aarch64` runs only this part.
+AARCH64_B    := build/aarch64
+AARCH64_MAX  := qemu-aarch64 -cpu max
+AARCH64_CONF := $(AARCH64_B)/tests/conformance --exec-via qemu-aarch64
+AARCH64_RUNS := '$(AARCH64_MAX) $(AARCH64_CONF)' \
+                '$(AARCH64_MAX) $(AARCH64_CONF) --quick --record' \
+                '$(AARCH64_MAX) $(AARCH64_CONF) --quick --plugin-dir $(AARCH64_B)/tests/cpu-portable --backend cpu-portable' \
+                'qemu-aarch64 -cpu cortex-a53 $(AARCH64_CONF) --quick' \
+                $(patsubst %,'$(AARCH64_MAX) $(AARCH64_B)/tests/%',tensor_helpers bad_input discovery abi_v2 collectives) \
+                '$(AARCH64_MAX) $(AARCH64_B)/tests/threads --quick' \
+                '$(AARCH64_MAX) $(AARCH64_B)/tests/model --quick --backend cpu'
+ifeq ($(HOST_ARCH)$(CROSS)$(SANITIZE),x86_640)
+CHECK_RUNS   += $(AARCH64_RUNS)
+AARCH64_BUILD := aarch64-build
+endif
+
+.PHONY: aarch64-build check-aarch64
+aarch64-build:
+	@$(MAKE) --no-print-directory ARCH=aarch64 all test-programs
+check-aarch64:
+	@sh tools/ensure-deps.sh check
+	@$(MAKE) --no-print-directory aarch64-build
+	@sh tests/run-checks.sh $(AARCH64_B)/tests/logs $(AARCH64_RUNS)
+
 # The .d files of what `make run` builds (core, plugins, tools): the
 # headers they list must come from `ensure-deps.sh build`'s packages, the
 # rest from `ensure-deps.sh check`'s (tools/check-header-packages.sh).
@@ -176,12 +216,17 @@ CHECK_SCRIPTS += $(if $(filter 1 thread,$(SANITIZE)),,'sh tests/python/run-tests
 
 # Dependencies first, then a sub-make: on a fresh machine the build itself
 # needs packages (Check, the Vulkan and HSA headers) that ensure-deps installs.
+# A cross build's programs run only under qemu: there `check` is check-aarch64.
+ifdef CROSS
+check: check-aarch64
+else
 check:
 	@sh tools/ensure-deps.sh check
 	@$(MAKE) --no-print-directory check-now
+endif
 
 .PHONY: check-now check-valgrind-now
-check-now: all test-programs $(if $(filter 1 thread,$(SANITIZE)),,fuzz-build)
+check-now: all test-programs $(if $(filter 1 thread,$(SANITIZE)),,fuzz-build) $(AARCH64_BUILD)
 	@status=0; \
 	MAKE='$(MAKE)' SANITIZE='$(SANITIZE)' CC='$(CC)' SAN_FLAGS='$(SAN_FLAGS)' \
 	  TEST_WRAPPER='$(TEST_WRAPPER)' sh tests/install-test.sh || status=1; \

@@ -21,6 +21,16 @@ BUILD_PACKAGES="gcc make pkg-config libc6-dev libvulkan-dev libhsa-runtime-dev l
 CHECK_PACKAGES="$BUILD_PACKAGES check libvulkan1 mesa-vulkan-drivers pocl-opencl-icd \
 ocl-icd-libopencl1 opencl-c-headers libopenblas0 valgrind clang libclang-rt-14-dev \
 python3-numpy python3-pytest"
+# On x86_64, `make check` also cross-builds for aarch64 and runs that build
+# under qemu-user (docs/testing.md): the cross compiler and C library, QEMU's
+# user-mode emulator, and the arm64 builds of the C library (its dynamic
+# loader runs the programs) and of the libraries they link, Check and
+# jansson: Debian multiarch packages, for which dpkg needs the arm64
+# architecture (added below).
+if [ "$(uname -m)" = x86_64 ]; then
+  CHECK_PACKAGES="$CHECK_PACKAGES gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user \
+libc6:arm64 check:arm64 libjansson-dev:arm64"
+fi
 
 list=false
 if [ "${1:-}" = list ]; then
@@ -54,13 +64,36 @@ for package in $wanted; do
 done
 [ -z "$missing" ] && exit 0
 
+# The foreign architectures (the ARCH of NAME:ARCH) dpkg does not know yet.
+new_arches=""
+for arch in $(printf '%s\n' $missing | sed -n 's/^[^:]*:\(.*\)$/\1/p' | sort -u); do
+  dpkg --print-foreign-architectures | grep -qx "$arch" || new_arches="$new_arches $arch"
+done
+
 if [ "$(id -u)" -ne 0 ]; then
   echo "ensure-deps: missing Debian packages:$missing" >&2
-  echo "ensure-deps: install them with: sudo apt-get install$missing" >&2
+  for arch in $new_arches; do
+    echo "ensure-deps: first add their architecture: sudo dpkg --add-architecture $arch" >&2
+  done
+  echo "ensure-deps: install them with: sudo apt-get update && sudo apt-get install$missing" >&2
   exit 1
 fi
 echo "ensure-deps: installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+for arch in $new_arches; do
+  echo "ensure-deps: adding the $arch architecture to dpkg (multiarch)"
+  dpkg --add-architecture "$arch"
+done
+if ! apt-get update -qq; then
+  echo "ensure-deps: apt-get update failed" >&2
+  exit 1
+fi
 # shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
+if ! apt-get install -y -qq --no-install-recommends $missing >/dev/null; then
+  echo "ensure-deps: apt-get could not install:$missing" >&2
+  if [ -n "$(dpkg --print-foreign-architectures)" ]; then
+    echo "ensure-deps: packages named NAME:ARCH come from the apt sources' ARCH indexes;" \
+         "see whether they have it: apt-cache policy$missing" >&2
+  fi
+  exit 1
+fi

@@ -1,10 +1,11 @@
 /*
  * attention.c - the attention family on the cpu: attention and
  * paged_attention. The host code and the flash-attention loop are here,
- * with the portable softmax step and direct products; their AVX2 versions
- * are in attention_avx2.c (attention.h). The packed products run on the
- * GEMM micro-kernels below (cpu_gemm.h: cpu_gemm.c, cpu_gemm_avx2.c,
- * cpu_gemm_avx512.c), the tasks on cpu_run_tasks (cpu_tasks.c).
+ * with the portable softmax step and direct products; their AVX2 and NEON
+ * versions are in attention_avx2.c and attention_neon.c (attention.h). The
+ * packed products run on the GEMM micro-kernels below (cpu_gemm.h:
+ * cpu_gemm.c, cpu_gemm_avx2.c, cpu_gemm_avx512.c, cpu_gemm_neon.c), the
+ * tasks on cpu_run_tasks (cpu_tasks.c).
  *
  * Both attention ops describe each sequence the same way (attn_seq: where
  * its query and output rows are, which keys each query position sees, where
@@ -36,10 +37,11 @@ enum {
   ATTN_CHUNK_KEYS = 256 /* fewest keys worth a chunk of their own */
 };
 _Static_assert(ATTN_ROWS % CPU_GEMM_GENERIC_MR == 0 && ATTN_ROWS % CPU_GEMM_AVX2_MR == 0 &&
-                   ATTN_ROWS % CPU_GEMM_AVX512_MR == 0,
+                   ATTN_ROWS % CPU_GEMM_AVX512_MR == 0 && ATTN_ROWS % CPU_GEMM_NEON_MR == 0,
                "ATTN_ROWS must be a multiple of every micro-kernel's MR");
 _Static_assert(ATTN_KEYS % CPU_GEMM_GENERIC_NR == 0 && ATTN_KEYS % CPU_GEMM_AVX2_NR == 0 &&
-                   ATTN_KEYS % CPU_GEMM_AVX512_NR == 0 && ATTN_KEYS <= ATTN_ROWS,
+                   ATTN_KEYS % CPU_GEMM_AVX512_NR == 0 && ATTN_KEYS % CPU_GEMM_NEON_NR == 0 &&
+                   ATTN_KEYS <= ATTN_ROWS,
                "ATTN_KEYS must be a multiple of every micro-kernel's NR, at most ATTN_ROWS");
 
 static void softmax_step_generic(float *row, int64_t visible, int64_t width, float *max, float *sum,
@@ -310,11 +312,20 @@ static void direct_products(const cpu_attention_direct *isa, const attn_rows *ro
  * key). Packed products need a single group. */
 static void attend(const attn_rows *rows, int64_t key_begin, int64_t key_end, float scale,
                    const attn_scratch *s, float *partial) {
-  const int avx2 = cpu_has.avx2 && cpu_has.fma && cpu_has.f16c;
   const cpu_gemm_isa *isa = cpu_gemm_select();
-  const cpu_attention_direct *direct_isa =
-      avx2 ? &cpu_attention_direct_avx2 : &attention_direct_generic;
-  const cpu_softmax_step_fn softmax_step = avx2 ? cpu_softmax_step_avx2 : softmax_step_generic;
+  const cpu_attention_direct *direct_isa = &attention_direct_generic;
+  cpu_softmax_step_fn softmax_step = softmax_step_generic;
+#if defined(__x86_64__)
+  if (cpu_has.avx2 && cpu_has.fma && cpu_has.f16c) {
+    direct_isa = &cpu_attention_direct_avx2;
+    softmax_step = cpu_softmax_step_avx2;
+  }
+#elif defined(__aarch64__)
+  if (cpu_has.neon) {
+    direct_isa = &cpu_attention_direct_neon;
+    softmax_step = cpu_softmax_step_neon;
+  }
+#endif
   const int64_t d = rows->kv[0].d, d_pad = cpu_round_up(d, isa->nr);
   const int direct = rows->groups > 1 || rows->count <= ATTN_DIRECT_ROWS;
   const int64_t padded_rows = direct ? rows->count : cpu_round_up(rows->count, isa->mr);

@@ -1,8 +1,9 @@
 /*
- * attention.h - what attention.c shares with its AVX2 build,
- * attention_avx2.c: the softmax step of the flash-attention loop and the
- * unpacked products for a few query rows (decode), one version per
- * instruction set (the portable ones are in attention.c).
+ * attention.h - what attention.c shares with its AVX2 and NEON builds,
+ * attention_avx2.c and attention_neon.c: the softmax step of the
+ * flash-attention loop and the unpacked products for a few query rows
+ * (decode), one version per instruction set (the portable ones are in
+ * attention.c).
  */
 #ifndef GLLMK_CPU_ATTENTION_H_
 #define GLLMK_CPU_ATTENTION_H_
@@ -16,8 +17,13 @@
  * (d a multiple of 8) are first scaled by exp(old max - new max). */
 typedef void (*cpu_softmax_step_fn)(float *row, int64_t visible, int64_t width, float *max,
                                     float *sum, float *o, int64_t d);
+#if defined(__x86_64__)
 void cpu_softmax_step_avx2(float *row, int64_t visible, int64_t width, float *max, float *sum,
                            float *o, int64_t d); /* attention_avx2.c */
+#elif defined(__aarch64__)
+void cpu_softmax_step_neon(float *row, int64_t visible, int64_t width, float *max, float *sum,
+                           float *o, int64_t d); /* attention_neon.c */
+#endif
 
 /* For a few query rows (decode), products straight from the key and value
  * rows as stored (dtype F32, F16 or BF16; d a multiple of 8), no packing:
@@ -30,6 +36,10 @@ typedef struct cpu_attention_direct {
   void (*accumulate)(int32_t dtype, int64_t rows, int64_t keys, int64_t d, const float *p,
                      int64_t ldp, const void *const *v_rows, float *o, int64_t ldo);
 } cpu_attention_direct;
+#if defined(__x86_64__)
 extern const cpu_attention_direct cpu_attention_direct_avx2; /* attention_avx2.c */
+#elif defined(__aarch64__)
+extern const cpu_attention_direct cpu_attention_direct_neon; /* attention_neon.c */
+#endif
 
 #endif /* GLLMK_CPU_ATTENTION_H_ */

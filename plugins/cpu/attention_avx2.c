@@ -3,11 +3,14 @@
  * when cpu_has says the CPU has them): the softmax step and the unpacked
  * products used for a few query rows; attention.c has the portable ones.
  */
+#if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
 
 #include "cpu_avx2.h"
 #include "attention.h"
+
+enum { LANES = 8 }; /* floats per vector, for attention_direct.inc */
 
 /* Small loops over vector registers carry "#pragma GCC unroll": fully
  * unrolled, their arrays of vectors live in registers (-O2 alone leaves them
@@ -100,7 +103,7 @@ static ALWAYS_INLINE __m128 sum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 
 /* Scores of `rows` (1 or 2) query rows against 4 keys, into `s` (row stride lds). */
 static ALWAYS_INLINE void scores_block(int32_t dtype, int rows, int64_t d, const float *q,
-                                       int64_t ldq, const void *const *k, __m128 scale, float *s,
+                                       int64_t ldq, const void *const *k, float scale, float *s,
                                        int64_t lds) {
   __m256 acc[2][4];
 #pragma GCC unroll 2
@@ -120,30 +123,8 @@ static ALWAYS_INLINE void scores_block(int32_t dtype, int rows, int64_t d, const
   }
 #pragma GCC unroll 2
   for (int r = 0; r < rows; r++)
-    _mm_storeu_ps(s + r * lds,
-                  _mm_mul_ps(scale, sum4x8(acc[r][0], acc[r][1], acc[r][2], acc[r][3])));
-}
-
-/* Keys go in fours; a last partial four repeats its final key, so that every
- * score is summed the same way whatever the key count. */
-static ALWAYS_INLINE void scores_body(int32_t dtype, int64_t rows, int64_t keys, int64_t d,
-                                      const float *q, int64_t ldq, const void *const *k_rows,
-                                      float scale, float *s, int64_t lds) {
-  const __m128 scale4 = _mm_set1_ps(scale);
-  for (int64_t j = 0; j < keys; j += 4) {
-    const void *k[4];
-    for (int64_t t = 0; t < 4; t++) k[t] = k_rows[j + t < keys ? j + t : keys - 1];
-    int64_t valid = keys - j < 4 ? keys - j : 4;
-    for (int64_t r = 0; r < rows; r += 2) {
-      float block[2 * 4];
-      if (rows - r >= 2)
-        scores_block(dtype, 2, d, q + r * ldq, ldq, k, scale4, block, 4);
-      else
-        scores_block(dtype, 1, d, q + r * ldq, ldq, k, scale4, block, 4);
-      for (int64_t rr = r; rr < rows && rr < r + 2; rr++)
-        for (int64_t t = 0; t < valid; t++) s[rr * lds + j + t] = block[(rr - r) * 4 + t];
-    }
-  }
+    _mm_storeu_ps(s + r * lds, _mm_mul_ps(_mm_set1_ps(scale),
+                                          sum4x8(acc[r][0], acc[r][1], acc[r][2], acc[r][3])));
 }
 
 /* o rows r0, r0+1 (`rows` of them, 1 or 2), elements [i, i + 8 * VECS): += P V. */
@@ -173,49 +154,10 @@ static ALWAYS_INLINE void accumulate_block(int32_t dtype, int rows, int vecs, in
     for (int c = 0; c < vecs; c++) _mm256_storeu_ps(o + r * ldo + i + 8 * c, acc[r][c]);
 }
 
-static ALWAYS_INLINE void accumulate_body(int32_t dtype, int64_t rows, int64_t keys, int64_t d,
-                                          const float *p, int64_t ldp, const void *const *v_rows,
-                                          float *o, int64_t ldo) {
-  for (int64_t r = 0; r < rows; r += 2) {
-    const int two = rows - r >= 2;
-    int64_t i = 0;
-    for (; i + 32 <= d; i += 32) {
-      if (two)
-        accumulate_block(dtype, 2, 4, keys, i, p + r * ldp, ldp, v_rows, o + r * ldo, ldo);
-      else
-        accumulate_block(dtype, 1, 4, keys, i, p + r * ldp, ldp, v_rows, o + r * ldo, ldo);
-    }
-    for (; i < d; i += 8) {
-      if (two)
-        accumulate_block(dtype, 2, 1, keys, i, p + r * ldp, ldp, v_rows, o + r * ldo, ldo);
-      else
-        accumulate_block(dtype, 1, 1, keys, i, p + r * ldp, ldp, v_rows, o + r * ldo, ldo);
-    }
-  }
-}
-
-/* One instance per storage dtype, so that the loads see it as a constant. */
-static void scores_direct(int32_t dtype, int64_t rows, int64_t keys, int64_t d, const float *q,
-                          int64_t ldq, const void *const *k_rows, float scale, float *s,
-                          int64_t lds) {
-  switch (dtype) {
-    case GLLMK_F32: scores_body(GLLMK_F32, rows, keys, d, q, ldq, k_rows, scale, s, lds); break;
-    case GLLMK_F16: scores_body(GLLMK_F16, rows, keys, d, q, ldq, k_rows, scale, s, lds); break;
-    default: scores_body(GLLMK_BF16, rows, keys, d, q, ldq, k_rows, scale, s, lds); break;
-  }
-}
-
-static void accumulate_direct(int32_t dtype, int64_t rows, int64_t keys, int64_t d,
-                              const float *p, int64_t ldp, const void *const *v_rows, float *o,
-                              int64_t ldo) {
-  switch (dtype) {
-    case GLLMK_F32: accumulate_body(GLLMK_F32, rows, keys, d, p, ldp, v_rows, o, ldo); break;
-    case GLLMK_F16: accumulate_body(GLLMK_F16, rows, keys, d, p, ldp, v_rows, o, ldo); break;
-    default: accumulate_body(GLLMK_BF16, rows, keys, d, p, ldp, v_rows, o, ldo); break;
-  }
-}
+#include "attention_direct.inc"
 
 const cpu_attention_direct cpu_attention_direct_avx2 = {
     .scores = scores_direct,
     .accumulate = accumulate_direct,
 };
+#endif

@@ -2,9 +2,10 @@
  * cpu_convert.c - F16/BF16 <-> F32 conversions (portable reference) and the
  * choice of kernel tables.
  *
- * The SIMD builds (cpu_convert_avx2.c, cpu_convert_avx512.c) must give the
- * same bits as these functions for every input; the F16 rules are those of
- * the x86 F16C instructions, BF16 uses the same rounding as F16.
+ * The SIMD builds (cpu_convert_avx2.c, cpu_convert_avx512.c,
+ * cpu_convert_neon.c) must give the same bits as these functions for every
+ * input; the F16 rules are those of the x86 F16C instructions (and of
+ * AArch64's fcvtl/fcvtn), BF16 uses the same rounding as F16.
  */
 #include <string.h>
 
@@ -116,6 +117,11 @@ void cpu_select_kernels(void) {
   } else if (cpu_has.avx2 && cpu_has.fma && cpu_has.f16c) {
     cpu_convert = &cpu_convert_avx2;
     cpu_vec = &cpu_vec_avx2;
+  }
+#elif defined(__aarch64__)
+  if (cpu_has.neon) {
+    cpu_convert = cpu_has.bf16 ? &cpu_convert_neon_bf16 : &cpu_convert_neon;
+    cpu_vec = cpu_has.bf16 ? &cpu_vec_neon_bf16 : &cpu_vec_neon;
   }
 #endif
 }

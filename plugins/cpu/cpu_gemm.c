@@ -1,8 +1,9 @@
 /*
  * cpu_gemm.c - the portable GEMM micro-kernel and packing (for matmul.c and
  * attention.c) and GEMV kernels (for matmul.c): the cpu_gemm_isa table of
- * CPUs without AVX2; and the choice of table for this CPU. The AVX2 and
- * AVX-512 tables are in cpu_gemm_avx2.c and cpu_gemm_avx512.c.
+ * CPUs without AVX2 or NEON; and the choice of table for this CPU. The AVX2,
+ * AVX-512 and NEON tables are in cpu_gemm_avx2.c, cpu_gemm_avx512.c and
+ * cpu_gemm_neon.c.
  */
 #include <string.h>
 
@@ -82,9 +83,13 @@ const cpu_gemm_isa cpu_gemm_isa_generic = {
 };
 
 const cpu_gemm_isa *cpu_gemm_select(void) {
+#if defined(__x86_64__)
   if (cpu_has.avx512f && cpu_has.avx512bw && cpu_has.avx512vl && cpu_has.avx2 && cpu_has.fma &&
       cpu_has.f16c)
     return &cpu_gemm_isa_avx512;
   if (cpu_has.avx2 && cpu_has.fma && cpu_has.f16c) return &cpu_gemm_isa_avx2;
+#elif defined(__aarch64__)
+  if (cpu_has.neon) return &cpu_gemm_isa_neon;
+#endif
   return &cpu_gemm_isa_generic;
 }

@@ -1,8 +1,9 @@
 /*
  * cpu_gemm.h - internals shared by the cpu plugin's matmul and attention:
  * a task runner with per-thread scratch memory (cpu_tasks.c) and the
- * per-instruction-set kernel tables (portable C, AVX2+FMA, AVX-512: cpu_gemm.c,
- * cpu_gemm_avx2.c, cpu_gemm_avx512.c), chosen at run time.
+ * per-instruction-set kernel tables (portable C, AVX2+FMA, AVX-512, NEON:
+ * cpu_gemm.c, cpu_gemm_avx2.c, cpu_gemm_avx512.c, cpu_gemm_neon.c), chosen at
+ * run time.
  */
 #ifndef GLLMK_CPU_GEMM_H_
 #define GLLMK_CPU_GEMM_H_
@@ -113,16 +114,19 @@ typedef void (*cpu_gemm_pack_fn)(const float *const *rows, int64_t count, int64_
 typedef void (*cpu_gemm_pack_rows_fn)(const float *const *rows, int64_t count, int64_t cols,
                                       int64_t width, float *dst);
 
-/* The micro-tiles of the three tables (cpu_gemm.c, cpu_gemm_avx2.c,
- * cpu_gemm_avx512.c): code that sizes buffers by isa->mr and isa->nr checks
- * its sizes against them at compile time (matmul.c, attention.c). */
+/* The micro-tiles of the tables (cpu_gemm.c, cpu_gemm_avx2.c,
+ * cpu_gemm_avx512.c, cpu_gemm_neon.c): code that sizes buffers by isa->mr and
+ * isa->nr checks its sizes against them at compile time (matmul.c,
+ * attention.c). */
 enum {
   CPU_GEMM_GENERIC_MR = 4,
   CPU_GEMM_GENERIC_NR = 16,
   CPU_GEMM_AVX2_MR = 6,
   CPU_GEMM_AVX2_NR = 16,
   CPU_GEMM_AVX512_MR = 12,
-  CPU_GEMM_AVX512_NR = 32
+  CPU_GEMM_AVX512_NR = 32,
+  CPU_GEMM_NEON_MR = 6,
+  CPU_GEMM_NEON_NR = 16
 };
 
 typedef struct cpu_gemm_isa {
@@ -134,8 +138,12 @@ typedef struct cpu_gemm_isa {
 } cpu_gemm_isa;
 
 extern const cpu_gemm_isa cpu_gemm_isa_generic; /* cpu_gemm.c: portable C */
+#if defined(__x86_64__)
 extern const cpu_gemm_isa cpu_gemm_isa_avx2;    /* cpu_gemm_avx2.c: AVX2 + FMA + F16C */
 extern const cpu_gemm_isa cpu_gemm_isa_avx512;  /* cpu_gemm_avx512.c: AVX-512 F/BW/VL */
+#elif defined(__aarch64__)
+extern const cpu_gemm_isa cpu_gemm_isa_neon;    /* cpu_gemm_neon.c: ASIMD */
+#endif
 
 /* Selects the best table for this CPU (cpu_gemm.c). */
 const cpu_gemm_isa *cpu_gemm_select(void);

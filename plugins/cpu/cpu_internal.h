@@ -20,7 +20,11 @@ extern const gllmk_plugin_host *cpu_host;
 
 /* CPU features, detected once at probe time. */
 typedef struct cpu_features {
-  int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512bf16;
+  int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512bf16; /* x86_64 */
+  /* aarch64: ASIMD, its FP16 arithmetic and dot products (named in the
+   * device's arch string; every op computes in F32 and none is on int8, so
+   * no kernel needs them), FEAT_BF16. */
+  int neon, asimdhp, asimddp, bf16;
 } cpu_features;
 extern cpu_features cpu_has;
 

@@ -3,7 +3,8 @@
  * set, chosen once at probe time by cpu_select_kernels().
  *
  * Each table exists in up to three builds: portable C (always), AVX2 + FMA +
- * F16C, and AVX-512 (F, BW, VL). The math kernels come from one source,
+ * F16C, and AVX-512 (F, BW, VL) on x86_64; portable C, NEON (ASIMD) and
+ * NEON with FEAT_BF16 on aarch64. The math kernels come from one source,
  * cpu_vec.inc, compiled at the vector width of each instruction set.
  */
 #ifndef GLLMK_CPU_KERNELS_H_
@@ -31,6 +32,9 @@ extern const cpu_convert_kernels cpu_convert_portable;
 #if defined(__x86_64__)
 extern const cpu_convert_kernels cpu_convert_avx2;
 extern const cpu_convert_kernels cpu_convert_avx512;
+#elif defined(__aarch64__)
+extern const cpu_convert_kernels cpu_convert_neon;
+extern const cpu_convert_kernels cpu_convert_neon_bf16;
 #endif
 
 /* Math on n contiguous elements (any n >= 0) stored as `dtype` (F32, F16
@@ -105,6 +109,9 @@ extern const cpu_vec_kernels cpu_vec_portable;
 extern const cpu_vec_kernels cpu_vec_avx2;
 extern const cpu_vec_kernels cpu_vec_avx512;
 extern const cpu_vec_kernels cpu_vec_avx512bf16;
+#elif defined(__aarch64__)
+extern const cpu_vec_kernels cpu_vec_neon;
+extern const cpu_vec_kernels cpu_vec_neon_bf16;
 #endif
 
 /* The tables in use (portable until cpu_select_kernels runs). */

@@ -16,6 +16,8 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
 #endif
 
 #include "cpu_internal.h"
@@ -33,15 +35,16 @@ cpu_features cpu_has;
 /* ------------------------------------------------------------ features */
 
 /* Test builds only (plugins/cpu/tests.mk): the plugin again under another
- * name, using no instruction set above GLLMK_CPU_TEST_ISA (2: AVX-512
- * without BF16, 1: AVX2, 0: none), so that a machine with AVX-512 BF16 also
- * runs the conformance suite on the kernels other machines get. */
+ * name, using no instruction set above GLLMK_CPU_TEST_ISA (x86_64 2:
+ * AVX-512 without BF16, 1: AVX2, 0: none; aarch64 1: NEON without BF16,
+ * 0: none), so that a machine with AVX-512 BF16 (or an Arm CPU with BF16)
+ * also runs the conformance suite on the kernels other machines get. */
 #ifdef GLLMK_CPU_TEST_ISA
 #define CPU_PLUGIN_NAME GLLMK_CPU_TEST_NAME
 static void cap_features(cpu_features *has) {
   if (GLLMK_CPU_TEST_ISA < 2) has->avx512f = has->avx512bw = has->avx512vl = 0;
-  if (GLLMK_CPU_TEST_ISA < 1) has->avx2 = has->fma = has->f16c = 0;
-  has->avx512bf16 = 0;
+  if (GLLMK_CPU_TEST_ISA < 1) has->avx2 = has->fma = has->f16c = has->neon = 0;
+  has->avx512bf16 = has->bf16 = 0;
 }
 #else
 #define CPU_PLUGIN_NAME "cpu"
@@ -83,11 +86,22 @@ static void detect_features(cpu_features *has) {
     }
   }
 }
+#elif defined(__aarch64__)
+/* The kernel's hwcaps say what the CPU has and the kernel enables. */
+static void detect_features(cpu_features *has) {
+  memset(has, 0, sizeof *has);
+  unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
+  has->neon = (hwcap & HWCAP_ASIMD) != 0;
+  has->asimdhp = (hwcap & HWCAP_ASIMDHP) != 0;
+  has->asimddp = (hwcap & HWCAP_ASIMDDP) != 0;
+  has->bf16 = has->neon && (hwcap2 & HWCAP2_BF16) != 0;
+}
 #else
 static void detect_features(cpu_features *has) { memset(has, 0, sizeof *has); }
 #endif
 
-/* "x86_64 avx512 avx512bf16 avx2 fma f16c" */
+/* "x86_64 avx512 avx512bf16 avx2 fma f16c", "aarch64 asimd asimdhp asimddp bf16"
+ * (the names of /proc/cpuinfo) */
 static void format_arch(char *text, size_t size) {
 #if defined(__x86_64__)
   snprintf(text, size, "x86_64%s%s%s%s%s",
@@ -95,7 +109,9 @@ static void format_arch(char *text, size_t size) {
            cpu_has.avx512bf16 ? " avx512bf16" : "", cpu_has.avx2 ? " avx2" : "",
            cpu_has.fma ? " fma" : "", cpu_has.f16c ? " f16c" : "");
 #elif defined(__aarch64__)
-  snprintf(text, size, "aarch64");
+  snprintf(text, size, "aarch64%s%s%s%s", cpu_has.neon ? " asimd" : "",
+           cpu_has.asimdhp ? " asimdhp" : "", cpu_has.asimddp ? " asimddp" : "",
+           cpu_has.bf16 ? " bf16" : "");
 #else
   snprintf(text, size, "unknown");
 #endif
@@ -202,12 +218,21 @@ static void cpu_describe(char *text, size_t text_size) {
 #if defined(__x86_64__)
                     : cpu_vec == &cpu_vec_avx512 ? "AVX-512 F/BW/VL, FMA, F16C"
                     : cpu_vec == &cpu_vec_avx512bf16 ? "AVX-512 F/BW/VL/BF16, FMA, F16C"
+                                                     : "AVX2, FMA, F16C";
+#elif defined(__aarch64__)
+                    : cpu_vec == &cpu_vec_neon_bf16 ? "ASIMD with FEAT_BF16"
+                                                    : "ASIMD";
+#else
+                    : "";
 #endif
-                                                 : "AVX2, FMA, F16C";
+#if defined(__x86_64__)
   snprintf(text, text_size,
            "kernels: %s (%s); outputs of %lld MiB or more are written with non-temporal "
            "stores; one worker pool per context",
            cpu_vec->name, isa, (long long)(cpu_stream_threshold >> 20));
+#else
+  snprintf(text, text_size, "kernels: %s (%s); one worker pool per context", cpu_vec->name, isa);
+#endif
 }
 
 static gllmk_status cpu_open(const gllmk_plugin_open_options *options,

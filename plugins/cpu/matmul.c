@@ -171,7 +171,9 @@ _Static_assert((int)CPU_GEMM_GENERIC_MR <= PACK_MAX_ROWS &&
                    (int)CPU_GEMM_AVX2_MR <= PACK_MAX_ROWS &&
                    (int)CPU_GEMM_AVX2_NR <= PACK_MAX_ROWS &&
                    (int)CPU_GEMM_AVX512_MR <= PACK_MAX_ROWS &&
-                   (int)CPU_GEMM_AVX512_NR <= PACK_MAX_ROWS,
+                   (int)CPU_GEMM_AVX512_NR <= PACK_MAX_ROWS &&
+                   (int)CPU_GEMM_NEON_MR <= PACK_MAX_ROWS &&
+                   (int)CPU_GEMM_NEON_NR <= PACK_MAX_ROWS,
                "a micro-tile is wider than PACK_MAX_ROWS");
 
 /* Packs `count` rows of a (or of b as [N, K]) transposed for the micro-kernel,
