@@ -27,25 +27,21 @@
 
 enum {
   GEMM_KC = 256,      /* depth of one packed slice */
-  GEMM_NC = 512,      /* columns of a task at most: the packed b slice is GEMM_KC x n_block */
+  GEMM_NC = 512,      /* columns of a task: the packed b slice is GEMM_KC x GEMM_NC */
   GEMM_MC_MAX = 960,  /* rows of a task at most (each task repacks its b slice) */
   GEMV_NK_ROWS = 64,  /* b rows per GEMV task (b as [N, K]) */
   GEMV_KN_BYTES = 16384 /* of each b row per GEMV task at most (b as [K, N]) */
 };
 
-/* Columns of a task: its packed b slice (GEMM_KC x gemm_nc floats) is read
- * again for every MR rows, so it must stay in L2 next to the rest: half of
- * the L2 (1 MiB on Zen 4: GEMM_NC; 512 KiB on Zen 3: 256 columns, where 512
- * read the slice from L3 and ran at 0.8x OpenBLAS). */
-static int64_t gemm_nc = GEMM_NC;
-static int64_t gemm_mc = 128; /* rows of a packed group of a: a quarter of the L2 */
-static pthread_once_t gemm_nc_once = PTHREAD_ONCE_INIT;
+/* Rows of a packed group of a within a task: a quarter of the L2 (128 on
+ * Zen 3's 512 KiB), so that the group stays in L2 while each b panel (in
+ * L1) meets all of it. */
+static int64_t gemm_mc = 128;
+static pthread_once_t gemm_mc_once = PTHREAD_ONCE_INIT;
 
-static void find_gemm_nc(void) {
+static void find_gemm_mc(void) {
   long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   if (l2 <= 0) return;
-  int64_t columns = (int64_t)l2 / 2 / (GEMM_KC * (int64_t)sizeof(float)) / 64 * 64;
-  gemm_nc = columns < 64 ? 64 : columns > GEMM_NC ? GEMM_NC : columns;
   int64_t rows = (int64_t)l2 / 4 / (GEMM_KC * (int64_t)sizeof(float));
   gemm_mc = rows < 24 ? 24 : rows > 480 ? 480 : rows;
 }
@@ -358,8 +354,8 @@ static void gemm_task(void *ctx, int64_t task, void *scratch) {
 /* Chooses the task grid: tiles as large as the caches allow, but enough of
  * them to keep every thread busy. */
 static void plan_gemm(matmul_job *job, int threads) {
-  pthread_once(&gemm_nc_once, find_gemm_nc);
-  job->n_block = cpu_round_up(job->n < gemm_nc ? job->n : gemm_nc, job->isa->nr);
+  pthread_once(&gemm_mc_once, find_gemm_mc);
+  job->n_block = cpu_round_up(job->n < GEMM_NC ? job->n : GEMM_NC, job->isa->nr);
   job->n_tiles = (job->n + job->n_block - 1) / job->n_block;
   int64_t m_tiles = (job->m + GEMM_MC_MAX - 1) / GEMM_MC_MAX;
   int64_t wanted = 2 * (int64_t)threads; /* tasks, for balance */
