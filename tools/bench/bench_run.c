@@ -336,8 +336,10 @@ void bench_reuse_peer(bench_result *r, const bench_result *timed) {
   if (!isfinite(timed->peer_time_s) || !isfinite(r->time_s)) return;
   r->peer_time_s = timed->peer_time_s;
   r->peer_name = timed->peer_name;
-  r->ceiling = "openblas";
-  r->fraction = r->peer_time_s / r->time_s;
+  if (timed->ceiling && strcmp(timed->ceiling, "openblas") == 0) {
+    r->ceiling = "openblas";
+    r->fraction = r->peer_time_s / r->time_s;
+  }
 }
 
 /* ------------------------------------------------------------ the row */
