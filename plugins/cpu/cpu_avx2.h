@@ -1,5 +1,7 @@
 /*
- * cpu_avx2.h - loads of 8 lanes in any storage dtype for the *_avx2.c files.
+ * cpu_avx2.h - loads of 8 lanes in any storage dtype and BF16 conversions of
+ * 8 lanes (bit-identical to cpu_f32_to_bf16 / cpu_bf16_to_f32) for the
+ * *_avx2.c files.
  */
 #ifndef GLLMK_CPU_AVX2_H_
 #define GLLMK_CPU_AVX2_H_
@@ -16,6 +18,25 @@ static inline __attribute__((always_inline)) __m256 cpu_avx2_load8_f32(int32_t d
   __m128i h = _mm_loadu_si128(p);
   if (dtype == GLLMK_F16) return _mm256_cvtph_ps(h);
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* 8 BF16 values as F32: zero-extended to 32 bits, moved to the top half. */
+static inline __attribute__((always_inline)) __m256 cpu_avx2_bf16_to_f32(__m128i h) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* 8 F32 values as BF16, round to nearest even by adding 0x7fff + lsb; NaN
+ * keeps its top bits and becomes quiet (the F32 quiet bit is BF16's). */
+static inline __attribute__((always_inline)) __m128i cpu_avx2_f32_to_bf16(__m256 v) {
+  __m256i u = _mm256_castps_si256(v);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+  __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
+  __m256i bits = _mm256_castps_si256(
+      _mm256_blendv_ps(_mm256_castsi256_ps(rounded), _mm256_castsi256_ps(quiet), nan));
+  bits = _mm256_srli_epi32(bits, 16);
+  return _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
 }
 
 #endif /* GLLMK_CPU_AVX2_H_ */

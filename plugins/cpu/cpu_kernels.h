@@ -88,6 +88,12 @@ typedef struct cpu_vec_kernels {
   /* out = exp(x * scale - shift) * factor */
   void (*exp_scale)(int32_t dtype, void *out, const void *x, float scale, float shift, float factor,
                     int64_t n);
+  /* exp_sum, and meanwhile each exp(x * scale - shift) stored in e (F32):
+   * exp_scale's values are then scale_store(e, factor), one exp fewer. */
+  double (*exp_sum_store)(int32_t dtype, float *e, const void *x, float scale, float shift,
+                          int64_t n);
+  /* out = x * factor, x in F32, out stored as dtype (x itself if F32). */
+  void (*scale_store)(int32_t dtype, void *out, const float *x, float factor, int64_t n);
 
   /* cos/sin of position * inv_freq[j] for j < n, computed in double. */
   void (*rope_angles)(float *cos_out, float *sin_out, const double *inv_freq, double position,

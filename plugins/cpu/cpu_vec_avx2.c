@@ -5,6 +5,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "cpu_avx2.h"
+
 #define VEC_BYTES 32
 #define VEC_HAS_FMA 1
 #define VEC_FMA(a, b, c) ((vf)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
@@ -17,6 +19,8 @@
 #define VEC_F16_TO_F32(h) ((vf)_mm256_cvtph_ps((__m128i)(h)))
 #define VEC_F32_TO_F16(v) \
   ((vh)_mm256_cvtps_ph((__m256)(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define VEC_BF16_TO_F32(h) ((vf)cpu_avx2_bf16_to_f32((__m128i)(h)))
+#define VEC_F32_TO_BF16(v) ((vh)cpu_avx2_f32_to_bf16((__m256)(v)))
 #define VEC_TABLE cpu_vec_avx2
 #define VEC_NAME "avx2"
 #include "cpu_vec.inc"

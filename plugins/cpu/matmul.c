@@ -18,7 +18,9 @@
  * The micro-kernels and GEMV kernels come from an instruction-set table
  * (cpu_gemm.c, cpu_gemm_avx2.c, cpu_gemm_avx512.c).
  */
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_gemm.h"
 #include "ops.h"
@@ -30,6 +32,19 @@ enum {
   GEMV_NK_ROWS = 64,  /* b rows per GEMV task (b as [N, K]) */
   GEMV_KN_BYTES = 16384 /* of each b row per GEMV task at most (b as [K, N]) */
 };
+
+/* Rows of a packed group of a within a task: a quarter of the L2 (128 on
+ * Zen 3's 512 KiB), so that the group stays in L2 while each b panel (in
+ * L1) meets all of it. */
+static int64_t gemm_mc = 128;
+static pthread_once_t gemm_mc_once = PTHREAD_ONCE_INIT;
+
+static void find_gemm_mc(void) {
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l2 <= 0) return;
+  int64_t rows = (int64_t)l2 / 4 / (GEMM_KC * (int64_t)sizeof(float));
+  gemm_mc = rows < 24 ? 24 : rows > 480 ? 480 : rows;
+}
 
 /* ------------------------------------------------------------ the problem */
 
@@ -53,6 +68,7 @@ typedef struct matmul_job {
       out_batch_strides[GLLMK_MAX_DIMS];
   /* Task grid of one batch: m_tiles x n_tiles tiles of m_block x n_block. */
   int64_t m_block, n_block, m_tiles, n_tiles;
+  int64_t m_group; /* rows of a packed group of a within a task (a multiple of MR) */
 } matmul_job;
 
 /* Whether the dims before the last flatten into rows with one stride (a
@@ -220,7 +236,7 @@ static void pack_b_kn(int32_t dtype, const char *src, int64_t ld, int64_t count,
 /* Scratch of one GEMM task, carved from the thread's scratch memory. */
 typedef struct gemm_scratch {
   float *b_packed; /* GEMM_KC x n_block, in panels of NR columns */
-  float *a_packed; /* MR x GEMM_KC */
+  float *a_packed; /* m_group x GEMM_KC: a row group in panels of MR rows */
   float *rows;     /* F16/BF16 converted for packing: max(MR, NR) x GEMM_KC or n_block */
   float *edge;     /* MR x NR: a partial tile at the matrix border */
   float *bias;     /* n_block */
@@ -234,7 +250,7 @@ static size_t gemm_scratch_layout(const matmul_job *job, char *base, gemm_scratc
   int64_t widest = (mr > nr ? mr : nr) * GEMM_KC;
   if (widest < job->n_block) widest = job->n_block;
   int64_t sizes[7] = {GEMM_KC * job->n_block,
-                      mr * GEMM_KC,
+                      job->m_group * GEMM_KC,
                       widest,
                       mr * nr,
                       job->n_block,
@@ -288,21 +304,31 @@ static void gemm_tile(const matmul_job *job, const batch_view *view, int64_t m0,
       ep.beta = job->beta;
       ep.bias = direct ? bias : NULL;
     }
-    for (int64_t i0 = m0; i0 < m1; i0 += mr) {
-      int64_t rows = m1 - i0 < mr ? m1 - i0 : mr;
-      pack_transposed(isa, job->dtype, view->a + (size_t)(i0 * job->lda + k0) * job->esize,
-                      job->lda, rows, kc, mr, s->a_packed, s->rows);
+    /* Row groups of gemm_mc rows, packed whole (they stay in L2 next to
+     * the b slice); each b panel (in L1) then meets every MR rows of the
+     * group, so per step only MR floats of a come from L2, not NR of b. */
+    for (int64_t g0 = m0; g0 < m1; g0 += job->m_group) {
+      int64_t g1 = m1 - g0 < job->m_group ? m1 : g0 + job->m_group;
+      for (int64_t i0 = g0; i0 < g1; i0 += mr) {
+        int64_t rows = g1 - i0 < mr ? g1 - i0 : mr;
+        pack_transposed(isa, job->dtype, view->a + (size_t)(i0 * job->lda + k0) * job->esize,
+                        job->lda, rows, kc, mr, s->a_packed + (i0 - g0) * kc, s->rows);
+      }
       for (int64_t j0 = n0; j0 < n1; j0 += nr) {
         int64_t cols = n1 - j0 < nr ? n1 - j0 : nr;
         const float *panel = s->b_packed + (j0 - n0) * kc;
-        float *c = c_base + (i0 - m0) * ldc + (j0 - n0);
         cpu_gemm_epilogue tile_ep = ep;
         if (ep.bias) tile_ep.bias = ep.bias + (j0 - n0);
-        if (rows == mr && cols == nr) {
-          isa->micro(kc, s->a_packed, panel, c, ldc, &tile_ep);
-        } else {
-          isa->micro(kc, s->a_packed, panel, s->edge, nr, &plain);
-          cpu_gemm_store_tile(s->edge, nr, rows, cols, c, ldc, &tile_ep);
+        for (int64_t i0 = g0; i0 < g1; i0 += mr) {
+          int64_t rows = g1 - i0 < mr ? g1 - i0 : mr;
+          const float *a_panel = s->a_packed + (i0 - g0) * kc;
+          float *c = c_base + (i0 - m0) * ldc + (j0 - n0);
+          if (rows == mr && cols == nr) {
+            isa->micro(kc, a_panel, panel, c, ldc, &tile_ep);
+          } else {
+            isa->micro(kc, a_panel, panel, s->edge, nr, &plain);
+            cpu_gemm_store_tile(s->edge, nr, rows, cols, c, ldc, &tile_ep);
+          }
         }
       }
     }
@@ -330,6 +356,7 @@ static void gemm_task(void *ctx, int64_t task, void *scratch) {
 /* Chooses the task grid: tiles as large as the caches allow, but enough of
  * them to keep every thread busy. */
 static void plan_gemm(matmul_job *job, int threads) {
+  pthread_once(&gemm_mc_once, find_gemm_mc);
   job->n_block = cpu_round_up(job->n < GEMM_NC ? job->n : GEMM_NC, job->isa->nr);
   job->n_tiles = (job->n + job->n_block - 1) / job->n_block;
   int64_t m_tiles = (job->m + GEMM_MC_MAX - 1) / GEMM_MC_MAX;
@@ -342,6 +369,9 @@ static void plan_gemm(matmul_job *job, int threads) {
   }
   job->m_block = cpu_round_up((job->m + m_tiles - 1) / m_tiles, job->isa->mr);
   job->m_tiles = (job->m + job->m_block - 1) / job->m_block;
+  job->m_group = gemm_mc / job->isa->mr * job->isa->mr;
+  if (job->m_group < job->isa->mr) job->m_group = job->isa->mr;
+  if (job->m_group > job->m_block) job->m_group = job->m_block;
 }
 
 /* ------------------------------------------------------------------- GEMV */

@@ -2,7 +2,7 @@
  * norm.c - the norm family on the cpu: rmsnorm, add_rmsnorm, layernorm,
  * softmax, all row reductions. The host code and the loops over rows are
  * here; the math on a row (sums, scale_mul, normalize_affine, max_scaled,
- * exp_sum, exp_scale) is the cpu_vec table's (cpu_vec.inc, built for each
+ * exp_sum, exp_scale, exp_sum_store, scale_store) is the cpu_vec table's (cpu_vec.inc, built for each
  * instruction set by cpu_vec*.c), streaming stores the cpu_convert table's
  * (cpu_convert*.c). From below it also uses cpu_parallel_for (cpu_pool.c)
  * and the row helpers of cpu_rows.h.
@@ -249,6 +249,30 @@ static void write_softmax(const norm_job *job, void *out, const char *in, int64_
   cpu_vec->exp_scale(job->x.dtype, out, in, job->scale, stats->max, stats->scale, n);
 }
 
+/* Softmax rows with one exp per element: the exps go into out itself (F32)
+ * or into a scratch row (F16/BF16) while they are summed, then get scaled
+ * by 1 / sum: the same values as exp_scale's, without computing each exp
+ * twice. Without the scratch row's memory, the two-exp way. */
+static void softmax_range(void *ctx, int64_t begin, int64_t end) {
+  const norm_job *job = ctx;
+  int32_t dtype = job->x.dtype;
+  int64_t cols = job->x.cols;
+  float *scratch = NULL;
+  if (dtype != GLLMK_F32 && !(scratch = malloc((size_t)cols * sizeof(float)))) {
+    norm_range(ctx, begin, end);
+    return;
+  }
+  for (int64_t row = begin; row < end; row++) {
+    const char *x = cpu_row(&job->x, row);
+    char *out = cpu_row(&job->out, row);
+    float *e = scratch ? scratch : (float *)(void *)out;
+    float max = cpu_vec->max_scaled(dtype, x, job->scale, cols);
+    double sum = cpu_vec->exp_sum_store(dtype, e, x, job->scale, max, cols);
+    cpu_vec->scale_store(dtype, out, e, (float)(1.0 / sum), cols);
+  }
+  free(scratch);
+}
+
 gllmk_status cpu_softmax(gllmk_plugin_device *device, const gllmk_softmax_args *args) {
   norm_job job = {
       .out = cpu_rows_of(args->out),
@@ -258,5 +282,5 @@ gllmk_status cpu_softmax(gllmk_plugin_device *device, const gllmk_softmax_args *
       .write = write_softmax,
       .expensive = 1,
   };
-  return run_norm(device, "gllmk_softmax", &job, NULL, NULL, norm_range);
+  return run_norm(device, "gllmk_softmax", &job, NULL, NULL, softmax_range);
 }

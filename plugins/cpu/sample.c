@@ -156,6 +156,97 @@ static void select_top_k(const double *value, int64_t vocab, int32_t k, int32_t 
   qsort(ids, (size_t)k, sizeof *ids, compare_int32);
 }
 
+/* ------------------------------------------------------------ candidates
+ *
+ * Top-k needs only the tokens that can be among the k best. The maxima of
+ * blocks of CANDIDATE_BLOCK tokens bound them: the k-th largest block
+ * maximum t is at most the k-th largest logit (k blocks hold a value >= t),
+ * so every top-k token has a logit >= t, and only blocks whose maximum
+ * reaches t hold any. The candidates are those tokens, in id order, so
+ * select_top_k on them (ties by position = ties by id) keeps exactly the
+ * tokens it would keep over the whole row. */
+
+enum { CANDIDATE_BLOCK = 64 };
+
+/* The k-th largest of values[0..n) (0 < k <= n) by a min-heap of the k
+ * largest (`heap`: room for k). */
+static float kth_largest(const float *values, int64_t n, int64_t k, float *heap) {
+  for (int64_t i = 0; i < n; i++) {
+    float v = values[i];
+    int64_t hole;
+    if (i < k) {
+      hole = i; /* sift up */
+      while (hole > 0 && heap[(hole - 1) / 2] > v) {
+        heap[hole] = heap[(hole - 1) / 2];
+        hole = (hole - 1) / 2;
+      }
+    } else {
+      if (!(v > heap[0])) continue;
+      hole = 0; /* replace the root, sift down */
+      for (;;) {
+        int64_t child = 2 * hole + 1;
+        if (child >= k) break;
+        if (child + 1 < k && heap[child + 1] < heap[child]) child++;
+        if (!(heap[child] < v)) break;
+        heap[hole] = heap[child];
+        hole = child;
+      }
+    }
+    heap[hole] = v;
+  }
+  return heap[0];
+}
+
+/* The candidates of a row for top_k (0 < top_k < vocab): their logits in
+ * double (NaN as -inf) and their ids, ascending, in *value and *token
+ * (malloc'ed here, the caller frees them). Returns their count (>= top_k),
+ * or -1 when host memory ran out. */
+static int64_t top_k_candidates(int32_t dtype, const char *logits, int64_t vocab, int32_t top_k,
+                                double **value, int32_t **token) {
+  int64_t blocks = (vocab + CANDIDATE_BLOCK - 1) / CANDIDATE_BLOCK;
+  float threshold = -INFINITY; /* -inf: every token (NaN as -inf) is a candidate */
+  float *block_max = NULL;
+  int64_t capacity = vocab;
+  *value = NULL;
+  *token = NULL;
+  if (blocks >= top_k) {
+    block_max = malloc((size_t)(blocks + top_k) * sizeof(float));
+    if (!block_max) return -1;
+    for (int64_t b = 0; b < blocks; b++) {
+      int64_t col = b * CANDIDATE_BLOCK;
+      int64_t n = vocab - col < CANDIDATE_BLOCK ? vocab - col : CANDIDATE_BLOCK;
+      block_max[b] = cpu_vec->max_scaled(dtype, cpu_at(logits, dtype, col), 1.0f, n);
+    }
+    threshold = kth_largest(block_max, blocks, top_k, block_max + blocks);
+    if (threshold != -INFINITY) {
+      capacity = 0;
+      for (int64_t b = 0; b < blocks; b++) capacity += block_max[b] >= threshold;
+      capacity *= CANDIDATE_BLOCK;
+    }
+  }
+  *value = malloc((size_t)capacity * sizeof(double));
+  *token = malloc((size_t)capacity * sizeof(int32_t));
+  if (!*value || !*token) {
+    free(block_max);
+    return -1;
+  }
+  int64_t count = 0;
+  float scratch[CANDIDATE_BLOCK];
+  for (int64_t b = 0; b < blocks; b++) {
+    if (threshold != -INFINITY && !(block_max[b] >= threshold)) continue;
+    int64_t col = b * CANDIDATE_BLOCK;
+    int64_t n = vocab - col < CANDIDATE_BLOCK ? vocab - col : CANDIDATE_BLOCK;
+    const float *l = cpu_in_f32(dtype, cpu_at(logits, dtype, col), scratch, n);
+    for (int64_t i = 0; i < n; i++) {
+      if (threshold != -INFINITY && !(l[i] >= threshold)) continue;
+      (*value)[count] = isnan(l[i]) ? -INFINITY : (double)l[i];
+      (*token)[count++] = (int32_t)(col + i);
+    }
+  }
+  free(block_max);
+  return count;
+}
+
 /* ------------------------------------------------------------ top-p */
 
 enum { OCTAVES = 64 };
@@ -188,14 +279,15 @@ static void radix_sort(uint64_t *keys, int32_t *positions, uint64_t *key_tmp, in
   }
 }
 
-/* Per-thread scratch for rows of V logits. */
+/* Per-thread scratch for rows of V logits; C = top_k when 0 < top_k < V,
+ * else V. */
 typedef struct sample_scratch {
-  double *logits;      /* [V] the row in double, NaN as -inf */
-  double *e;           /* [V] per candidate: z, then exp(z - m) */
-  int32_t *ids;        /* [V] top-k candidate ids, ascending */
-  unsigned char *kept; /* [V] per candidate */
+  double *logits;      /* [V] the row in double, NaN as -inf (only when C = V) */
+  double *e;           /* [C] per candidate: z, then exp(z - m) */
+  int32_t *ids;        /* [C] top-k candidate ids, ascending */
+  unsigned char *kept; /* [C] per candidate */
   uint64_t *keys, *key_tmp;
-  int32_t *order, *order_tmp; /* [V] candidate positions being sorted */
+  int32_t *order, *order_tmp; /* [C] candidate positions being sorted */
 } sample_scratch;
 
 /* Step 4 with top_p < 1: marks kept[c]. The exact walk needs the candidates
@@ -245,29 +337,43 @@ typedef struct sample_job {
   int out_of_memory; /* set by a thread that could not get scratch memory */
 } sample_job;
 
+/* The token row `row` draws; -1 when host memory ran out. */
 static int32_t sample_row(const sample_job *job, const sample_scratch *s, int64_t row) {
   int32_t dtype = job->logits.dtype;
   const char *logits = cpu_row(&job->logits, row);
   int64_t vocab = job->logits.cols;
+  double temperature = job->temperature;
 
   /* 1-2. The logits in double; z = l / temperature has the same order (for
    * temperature > 0 distinct floats stay distinct), so top-k runs on l and
    * only the candidates are divided. */
-  float block[CPU_BLOCK];
-  for (int64_t col = 0; col < vocab; col += CPU_BLOCK) {
-    int64_t n = vocab - col < CPU_BLOCK ? vocab - col : CPU_BLOCK;
-    const float *l = cpu_in_f32(dtype, cpu_at(logits, dtype, col), block, n);
-    for (int64_t i = 0; i < n; i++) s->logits[col + i] = isnan(l[i]) ? -INFINITY : (double)l[i];
-  }
   int64_t count = vocab; /* candidate c is token ids[c], or token c when all are in */
   const int32_t *ids = NULL;
   if (job->top_k > 0 && job->top_k < vocab) {
-    count = job->top_k;
-    select_top_k(s->logits, vocab, job->top_k, s->ids);
-    ids = s->ids;
+    double *value;
+    int32_t *token;
+    int64_t n = top_k_candidates(dtype, logits, vocab, job->top_k, &value, &token);
+    if (n >= 0) {
+      count = job->top_k;
+      select_top_k(value, n, job->top_k, s->ids); /* positions: ascending = ids ascending */
+      for (int64_t c = 0; c < count; c++) {
+        s->e[c] = value[s->ids[c]] / temperature;
+        s->ids[c] = token[s->ids[c]];
+      }
+      ids = s->ids;
+    }
+    free(value);
+    free(token);
+    if (n < 0) return -1;
+  } else {
+    float block[CPU_BLOCK];
+    for (int64_t col = 0; col < vocab; col += CPU_BLOCK) {
+      int64_t n = vocab - col < CPU_BLOCK ? vocab - col : CPU_BLOCK;
+      const float *l = cpu_in_f32(dtype, cpu_at(logits, dtype, col), block, n);
+      for (int64_t i = 0; i < n; i++) s->logits[col + i] = isnan(l[i]) ? -INFINITY : (double)l[i];
+    }
+    for (int64_t c = 0; c < count; c++) s->e[c] = s->logits[c] / temperature;
   }
-  double temperature = job->temperature;
-  for (int64_t c = 0; c < count; c++) s->e[c] = s->logits[ids ? ids[c] : c] / temperature;
 
   /* 3. weights */
   double m = -INFINITY;
@@ -310,22 +416,26 @@ static int32_t sample_row(const sample_job *job, const sample_scratch *s, int64_
 static void sample_range(void *ctx, int64_t begin, int64_t end) {
   sample_job *job = ctx;
   size_t vocab = (size_t)job->logits.cols;
+  int top_k = job->top_k > 0 && (size_t)job->top_k < vocab;
+  size_t candidates = top_k ? (size_t)job->top_k : vocab;
   sample_scratch s = {
-      .logits = malloc(vocab * sizeof(double)),
-      .e = malloc(vocab * sizeof(double)),
-      .ids = malloc(vocab * sizeof(int32_t)),
-      .kept = malloc(vocab),
-      .keys = malloc(vocab * sizeof(uint64_t)),
-      .key_tmp = malloc(vocab * sizeof(uint64_t)),
-      .order = malloc(vocab * sizeof(int32_t)),
-      .order_tmp = malloc(vocab * sizeof(int32_t)),
+      .logits = top_k ? NULL : malloc(vocab * sizeof(double)),
+      .e = malloc(candidates * sizeof(double)),
+      .ids = malloc(candidates * sizeof(int32_t)),
+      .kept = malloc(candidates),
+      .keys = malloc(candidates * sizeof(uint64_t)),
+      .key_tmp = malloc(candidates * sizeof(uint64_t)),
+      .order = malloc(candidates * sizeof(int32_t)),
+      .order_tmp = malloc(candidates * sizeof(int32_t)),
   };
-  if (s.logits && s.e && s.ids && s.kept && s.keys && s.key_tmp && s.order && s.order_tmp) {
-    for (int64_t row = begin; row < end; row++) {
-      int32_t token = sample_row(job, &s, row);
-      *(int32_t *)(void *)cpu_flat(&job->out, row) = token;
-    }
-  } else {
+  int ok = (top_k || s.logits) && s.e && s.ids && s.kept && s.keys && s.key_tmp && s.order &&
+           s.order_tmp;
+  for (int64_t row = begin; row < end && ok; row++) {
+    int32_t token = sample_row(job, &s, row);
+    *(int32_t *)(void *)cpu_flat(&job->out, row) = token;
+    ok = token >= 0;
+  }
+  if (!ok) {
     __atomic_store_n(&job->out_of_memory, 1, __ATOMIC_RELAXED);
   }
   free(s.logits);

@@ -237,6 +237,7 @@ typedef struct bench_env {
   double copy_gbps;       /* the copy ceiling; NAN until measured */
   openblas *blas;         /* cpu backend only */
   char blas_error[256];   /* why blas is NULL; "" when it was not wanted */
+  int skip_peer;          /* --all-levels: OpenBLAS runs once per row, not per level */
   bench_timing_config timing;
 } bench_env;
 
@@ -244,6 +245,9 @@ typedef struct bench_env {
 void bench_measure_copy(bench_env *env, uint64_t size, bench_result *r);
 /* Sets up, checks and times one case; `seed` makes its inputs. */
 void bench_run_case(bench_env *env, const bench_case *c, uint64_t seed, bench_result *r);
+/* r takes the OpenBLAS time of `timed` (the same row on another level) and
+ * its speed relative to it. */
+void bench_reuse_peer(bench_result *r, const bench_result *timed);
 /* "f32", or "f32>bf16" for a cast. */
 void case_dtype_text(const bench_case *c, char *text, size_t size);
 
@@ -260,5 +264,11 @@ void report_json_row(const bench_result *r, const char *backend, int first);
  * one by one and replayed; prints its line (or JSON object, after a comma);
  * returns 0 when both ways gave the same bytes. */
 int bench_recording(gllmk_context *ctx, int json);
+
+/* --all-levels (bench_levels.c): the rows cases[0 .. case_count) on `best`
+ * (the cpu plugin) and on each test variant of it found in variants_dir,
+ * one column per level; 1 if a row failed. */
+int bench_all_levels(bench_env *best, const gllmk_device_info *best_info, uint32_t threads,
+                     const int *cases, int case_count, const char *variants_dir, int json);
 
 #endif /* GLLMK_BENCH_H_ */

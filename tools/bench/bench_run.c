@@ -309,6 +309,7 @@ static void time_op(bench_env *env, const workload *w, const device_set *sets, i
 static void time_peer(bench_env *env, const workload *w, int sets, bench_result *r) {
   const bench_case *c = w->bcase;
   if (!env->is_cpu || c->op->op != GLLMK_OP_matmul || c->dtype != GLLMK_F32) return;
+  if (env->skip_peer) return;
   if (!env->blas) {
     snprintf(r->peer_note, sizeof r->peer_note, "openblas: skipped: %s", env->blas_error);
     return;
@@ -328,6 +329,16 @@ static void set_fraction(const bench_env *env, const workload *w, bench_result *
   } else if (w->ceiling == CEILING_PEER && isfinite(r->peer_time_s)) {
     r->ceiling = "openblas";
     r->fraction = r->peer_time_s / r->time_s; /* as speed: > 1 means faster */
+  }
+}
+
+void bench_reuse_peer(bench_result *r, const bench_result *timed) {
+  if (!isfinite(timed->peer_time_s) || !isfinite(r->time_s)) return;
+  r->peer_time_s = timed->peer_time_s;
+  r->peer_name = timed->peer_name;
+  if (timed->ceiling && strcmp(timed->ceiling, "openblas") == 0) {
+    r->ceiling = "openblas";
+    r->fraction = r->peer_time_s / r->time_s;
   }
 }
 

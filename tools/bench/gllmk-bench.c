@@ -26,6 +26,8 @@ typedef struct options {
   int max_reps; /* 0 = the mode's default */
   const char *filter;
   const char *trace; /* --trace FILE */
+  int all_levels;         /* --all-levels */
+  const char *variants;   /* --variants DIR (the cpu plugin's test variants) */
 } options;
 
 static void usage(FILE *out) {
@@ -40,6 +42,14 @@ static void usage(FILE *out) {
           "                   (the cpu plugin's SIMD levels: --plugin-dir\n"
           "                   build/tests/cpu-avx2 --backend cpu-avx2)\n"
           "  --device N       device index within the backend (default 0)\n"
+          "  --all-levels     every row on each SIMD level of the cpu plugin, one\n"
+          "                   column per level (the plugin's best and its test\n"
+          "                   variants cpu-avx512, cpu-avx2, cpu-portable), one copy\n"
+          "                   ceiling and one OpenBLAS time for all; a level above\n"
+          "                   the machine's is marked with the level it really runs\n"
+          "  --variants DIR   where --all-levels finds the variants (DIR/cpu-avx2/...;\n"
+          "                   default: the build tree's tests/ next to bin/, where\n"
+          "                   `make check` builds them)\n"
           "  --threads N      threads of the cpu backend and of OpenBLAS\n"
           "                   (default: one per core)\n"
           "  --quick          a short set of rows (under a minute on a 2-core CPU)\n"
@@ -69,7 +79,7 @@ static long parse_count(const char *text, long max) {
 /* 0 to run, 1 to exit successfully (--help), 2 on bad usage. */
 static int parse_options(int argc, char **argv, options *o) {
   enum { OPT_BACKEND = 256, OPT_DEVICE, OPT_THREADS, OPT_QUICK, OPT_FILTER, OPT_REPS, OPT_JSON,
-         OPT_LIST, OPT_HELP, OPT_TRACE, OPT_PLUGIN_DIR };
+         OPT_LIST, OPT_HELP, OPT_TRACE, OPT_PLUGIN_DIR, OPT_ALL_LEVELS, OPT_VARIANTS };
   static const struct option long_options[] = {
       {"backend", required_argument, NULL, OPT_BACKEND},
       {"plugin-dir", required_argument, NULL, OPT_PLUGIN_DIR},
@@ -81,6 +91,8 @@ static int parse_options(int argc, char **argv, options *o) {
       {"json", no_argument, NULL, OPT_JSON},
       {"list", no_argument, NULL, OPT_LIST},
       {"trace", required_argument, NULL, OPT_TRACE},
+      {"all-levels", no_argument, NULL, OPT_ALL_LEVELS},
+      {"variants", required_argument, NULL, OPT_VARIANTS},
       {"help", no_argument, NULL, OPT_HELP},
       {NULL, 0, NULL, 0},
   };
@@ -98,6 +110,8 @@ static int parse_options(int argc, char **argv, options *o) {
     case OPT_JSON: o->json = 1; break;
     case OPT_LIST: o->list = 1; break;
     case OPT_TRACE: o->trace = optarg; break;
+    case OPT_ALL_LEVELS: o->all_levels = 1; break;
+    case OPT_VARIANTS: o->variants = optarg; break;
     case OPT_HELP: usage(stdout); return 1;
     default: usage(stderr); return 2;
     }
@@ -105,6 +119,11 @@ static int parse_options(int argc, char **argv, options *o) {
       fprintf(stderr, "gllmk-bench: invalid value '%s'\n", optarg);
       return 2;
     }
+  }
+  if (o->all_levels && (o->trace || (o->backend && strncmp(o->backend, "cpu", 3) != 0))) {
+    fprintf(stderr, "gllmk-bench: --all-levels runs the cpu plugin's levels (no --trace, "
+                    "no other --backend)\n");
+    return 2;
   }
   if (optind < argc) {
     fprintf(stderr, "gllmk-bench: unexpected argument '%s'\n", argv[optind]);
@@ -247,6 +266,37 @@ static int count_selected(const options *o) {
   return total;
 }
 
+/* The build tree's tests/ directory next to this program's bin/. */
+static void default_variants_dir(char *dir, size_t size) {
+  char exe[4096];
+  ssize_t length = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (length <= 0) {
+    snprintf(dir, size, "build/tests");
+    return;
+  }
+  exe[length] = '\0';
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = '\0';
+  snprintf(dir, size, "%s/../tests", exe);
+}
+
+static int run_all_levels(const options *o, bench_env *env, const gllmk_device_info *info,
+                          int threads) {
+  int *cases = malloc((size_t)bench_case_count * sizeof *cases);
+  if (!cases) return 1;
+  int count = 0;
+  for (int i = 0; i < bench_case_count; i++)
+    if (case_selected(o, &bench_cases[i])) cases[count++] = i;
+  char dir[4200];
+  if (o->variants)
+    snprintf(dir, sizeof dir, "%s", o->variants);
+  else
+    default_variants_dir(dir, sizeof dir);
+  int failed = bench_all_levels(env, info, (uint32_t)threads, cases, count, dir, o->json);
+  free(cases);
+  return failed;
+}
+
 int main(int argc, char **argv) {
   options o = {0};
   int rc = parse_options(argc, argv, &o);
@@ -256,6 +306,7 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  if (o.all_levels && !o.backend) o.backend = "cpu";
   gllmk_context_options ctx_options = {.backend = o.backend, .device_index = o.device,
                                        .num_threads = o.threads, .plugin_dir = o.plugin_dir};
   bench_env env = {.copy_gbps = NAN};
@@ -275,6 +326,16 @@ int main(int argc, char **argv) {
   if (env.is_cpu && wants_openblas(&o))
     env.blas = openblas_load(threads, env.blas_error, sizeof env.blas_error);
   timing_config(&o, env.is_cpu, &env.timing);
+  if (o.all_levels) {
+    int failed = 1;
+    if (env.is_cpu)
+      failed = run_all_levels(&o, &env, &info, threads);
+    else
+      fprintf(stderr, "gllmk-bench: --all-levels: %s is not the cpu plugin\n", backend);
+    openblas_unload(env.blas);
+    gllmk_context_destroy(env.ctx);
+    return failed;
+  }
 
   progress p = {.enabled = isatty(STDERR_FILENO) || !o.quick, .tty = isatty(STDERR_FILENO),
                 .total = count_selected(&o)};
