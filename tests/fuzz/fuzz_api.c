@@ -784,6 +784,14 @@ static void step_op(state *s, input *in) {
   check_buffers(s, allowed, fn);
 }
 
+/* A failed call: its message names it, and no buffer changed. */
+static void expect_clean_failure(state *s, gllmk_status status, const char *fn) {
+  if (strstr(gllmk_last_error(), fn) == NULL)
+    fail("%s failed (%s) with the message \"%s\"", fn, gllmk_status_string(status),
+         gllmk_last_error());
+  check_buffers(s, NULL, fn);
+}
+
 /* ------------------------------------------------------------ collectives */
 
 /* A small tensor for rank r: mostly dense on its context's buffer, at an
@@ -816,10 +824,7 @@ static void step_collective(state *s, input *in) {
   gllmk_communicator *comm = k < 240 ? comm_ab : k < 248 ? comm_stale : NULL;
   gllmk_status status = gather ? gllmk_all_gather(comm, outs, ins) : gllmk_all_reduce(comm, outs, ins);
   if (status != GLLMK_OK) {
-    if (strstr(gllmk_last_error(), fn) == NULL)
-      fail("%s failed (%s) with the message \"%s\"", fn, gllmk_status_string(status),
-           gllmk_last_error());
-    check_buffers(s, NULL, fn);
+    expect_clean_failure(s, status, fn);
     return;
   }
   static unsigned char allowed[NBUF][MAX_BUF];
@@ -880,10 +885,7 @@ static void step_buffer(state *s, input *in) {
     }
   }
   if (status != GLLMK_OK) {
-    if (strstr(gllmk_last_error(), fn) == NULL)
-      fail("%s failed (%s) with the message \"%s\"", fn, gllmk_status_string(status),
-           gllmk_last_error());
-    check_buffers(s, NULL, fn);
+    expect_clean_failure(s, status, fn);
     return;
   }
   if (offset + size > s->size[b] || size == 0) fail("%s succeeded outside its buffer", fn);
