@@ -342,30 +342,10 @@ static gllmk_status copy_tensors(const gllmk_tensor *from, uint32_t count, gllmk
   return GLLMK_OK;
 }
 
-/* Room for one more item in a growing array, so that appending cannot
- * fail. `array` is the address of the array's pointer (of any item type:
- * it is read and written with memcpy). */
-static gllmk_status reserve_one(void *array, uint32_t count, uint32_t *capacity, size_t size,
-                                uint32_t first_capacity) {
-  if (count < *capacity) return GLLMK_OK;
-  void *items;
-  memcpy(&items, array, sizeof items);
-  uint32_t grown_capacity = *capacity ? 2 * *capacity : first_capacity;
-  void *grown = realloc(items, (size_t)grown_capacity * size);
-  if (grown == NULL) return GLLMK_ERR_OUT_OF_MEMORY;
-  memcpy(array, &grown, sizeof grown);
-  *capacity = grown_capacity;
-  return GLLMK_OK;
-}
-
 static gllmk_status reserve_collective(core_record_group *g) {
-  for (uint32_t r = 0; r < g->comm->count; r++) {
-    core_recording *recording = g->members[r];
-    CORE_TRY(reserve_one(&recording->calls, recording->count, &recording->capacity,
-                         sizeof *recording->calls, 16));
-  }
-  return reserve_one(&g->collectives, g->collective_count, &g->collective_capacity,
-                     sizeof *g->collectives, 64);
+  for (uint32_t r = 0; r < g->comm->count; r++) CORE_TRY(core_recording_reserve(g->members[r]));
+  return core_reserve_one(&g->collectives, g->collective_count, &g->collective_capacity,
+                          sizeof *g->collectives, 64);
 }
 
 /* The collective kept by the group, and its entry in every rank's recording

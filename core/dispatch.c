@@ -223,13 +223,8 @@ gllmk_status core_call_run(const char *fn, core_context *context, const core_cal
 
 /* Appends a validated call to the recording in progress. */
 static gllmk_status record_call(const char *fn, core_recording *recording, const core_call *call) {
-  if (recording->count == recording->capacity) {
-    uint32_t capacity = recording->capacity ? 2 * recording->capacity : 16;
-    core_call *grown = realloc(recording->calls, (size_t)capacity * sizeof *grown);
-    if (grown == NULL) return core_fail(GLLMK_ERR_OUT_OF_MEMORY, "%s: out of memory recording", fn);
-    recording->calls = grown;
-    recording->capacity = capacity;
-  }
+  if (core_recording_reserve(recording) != GLLMK_OK)
+    return core_fail(GLLMK_ERR_OUT_OF_MEMORY, "%s: out of memory recording", fn);
   recording->calls[recording->count++] = *call;
   return GLLMK_OK;
 }

@@ -164,6 +164,13 @@ void core_context_wait(core_context *context);
 /* Waits for the context's queue, returns any device error, then hands the
  * completed timing records to the callback. */
 gllmk_status core_context_synchronize(core_context *context);
+/* Room for one more item in a growing array (*array of *capacity items of
+ * `size` bytes, `count` used; first_capacity when empty), so that
+ * appending cannot fail. `array` is the address of the array's pointer. */
+gllmk_status core_reserve_one(void *array, uint32_t count, uint32_t *capacity, size_t size,
+                              uint32_t first_capacity);
+/* Room for one more call in a recording. */
+gllmk_status core_recording_reserve(core_recording *recording);
 /* Frees a recording: unlinks it, frees its native form, retires its handle. */
 void core_recording_destroy(core_recording *recording);
 

@@ -12,6 +12,27 @@
 
 #include "internal.h"
 
+/* Room for one more item in a growing array, so that appending cannot
+ * fail. `array` is the address of the array's pointer (of any item type:
+ * it is read and written with memcpy). */
+gllmk_status core_reserve_one(void *array, uint32_t count, uint32_t *capacity, size_t size,
+                              uint32_t first_capacity) {
+  if (count < *capacity) return GLLMK_OK;
+  void *items;
+  memcpy(&items, array, sizeof items);
+  uint32_t grown_capacity = *capacity ? 2 * *capacity : first_capacity;
+  void *grown = realloc(items, (size_t)grown_capacity * size);
+  if (grown == NULL) return GLLMK_ERR_OUT_OF_MEMORY;
+  memcpy(array, &grown, sizeof grown);
+  *capacity = grown_capacity;
+  return GLLMK_OK;
+}
+
+gllmk_status core_recording_reserve(core_recording *recording) {
+  return core_reserve_one(&recording->calls, recording->count, &recording->capacity,
+                          sizeof *recording->calls, 16);
+}
+
 static core_recording *recording_get(const gllmk_recording *handle) {
   return core_handle_get((uint64_t)(uintptr_t)handle, CORE_HANDLE_RECORDING);
 }

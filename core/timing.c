@@ -33,15 +33,10 @@ gllmk_status gllmk_context_set_timing(gllmk_context *handle, gllmk_timing_callba
 }
 
 gllmk_status core_timing_begin(core_context *context, const core_call *call, uint32_t *out_index) {
-  if (context->timed_count == context->timed_capacity) {
-    uint32_t capacity = context->timed_capacity ? 2 * context->timed_capacity : 64;
-    core_timed_call *grown = realloc(context->timed, (size_t)capacity * sizeof *grown);
-    if (grown == NULL)
-      return core_fail(GLLMK_ERR_OUT_OF_MEMORY, "%s: out of memory for timing records",
-                       gllmk_op_name(call->op));
-    context->timed = grown;
-    context->timed_capacity = capacity;
-  }
+  if (core_reserve_one(&context->timed, context->timed_count, &context->timed_capacity,
+                       sizeof *context->timed, 64) != GLLMK_OK)
+    return core_fail(GLLMK_ERR_OUT_OF_MEMORY, "%s: out of memory for timing records",
+                     gllmk_op_name(call->op));
   core_timed_call *timed = &context->timed[context->timed_count];
   memset(timed, 0, sizeof *timed);
   timed->call = *call;

@@ -42,29 +42,13 @@ typedef struct group {
   gllmk_communicator *comm;
 } group;
 
-static bool group_open(int backend, uint32_t ranks, group *g, char *why, size_t why_size) {
-  memset(g, 0, sizeof *g);
-  g->ranks = ranks;
-  for (uint32_t r = 0; r < ranks; r++) {
-    gllmk_context_options o = {.backend = backends[backend].name, .device_index = r,
-                               .plugin_dir = test_opts.plugin_dir};
-    if (gllmk_context_create(&o, &g->ctx[r]) != GLLMK_OK) {
-      o.device_index = 0; /* one device: every rank on it (the cpu loopback allows that) */
-      must(gllmk_context_create(&o, &g->ctx[r]), "gllmk_context_create");
-    }
-  }
-  gllmk_status status = gllmk_communicator_create(g->ctx, ranks, &g->comm);
-  if (status == GLLMK_OK) return true;
-  ck_assert_int_eq(status, GLLMK_ERR_UNSUPPORTED);
-  snprintf(why, why_size, "%s", gllmk_last_error());
-  for (uint32_t r = 0; r < ranks; r++) gllmk_context_destroy(g->ctx[r]);
-  return false;
-}
-
-/* group_open, or a "skipped: <reason>" line naming `what`. */
+/* The group, or false after a "skipped: <reason>" line naming `what`. */
 static bool group_open_or_skip(int backend, uint32_t ranks, const char *what, group *g) {
   char why[512];
-  if (group_open(backend, ranks, g, why, sizeof why)) return true;
+  memset(g, 0, sizeof *g);
+  g->ranks = ranks;
+  if (test_open_ranks(backends[backend].name, ranks, g->ctx, &g->comm, why, sizeof why))
+    return true;
   printf("collectives: %s, %u ranks, %s: skipped: %s\n", backends[backend].name, ranks, what, why);
   return false;
 }

@@ -679,25 +679,13 @@ END_TEST
 
 #define TP_RANKS 2
 
-/* TP_RANKS contexts of a backend (one device each where it has several)
- * and whether it can join them; if not, the reason. */
+/* TP_RANKS contexts of a backend and whether it can join them; if not, the
+ * reason. */
 static bool open_ranks(int backend, gllmk_context **ctx, char *why, size_t why_size) {
-  for (uint32_t r = 0; r < TP_RANKS; r++) {
-    gllmk_context_options o = {.backend = backends[backend].name, .device_index = r,
-                               .plugin_dir = test_opts.plugin_dir};
-    if (gllmk_context_create(&o, &ctx[r]) != GLLMK_OK) {
-      o.device_index = 0;
-      must(gllmk_context_create(&o, &ctx[r]), "gllmk_context_create");
-    }
-  }
   gllmk_communicator *probe;
-  if (gllmk_communicator_create(ctx, TP_RANKS, &probe) == GLLMK_OK) {
-    gllmk_communicator_free(probe);
-    return true;
-  }
-  snprintf(why, why_size, "%s", gllmk_last_error());
-  for (uint32_t r = 0; r < TP_RANKS; r++) gllmk_context_destroy(ctx[r]);
-  return false;
+  if (!test_open_ranks(backends[backend].name, TP_RANKS, ctx, &probe, why, why_size)) return false;
+  gllmk_communicator_free(probe);
+  return true;
 }
 
 static void close_ranks(gllmk_context **ctx) {

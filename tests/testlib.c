@@ -282,3 +282,22 @@ int test_find_backends(const char *program, test_backend *out, int max) {
   }
   return count;
 }
+
+bool test_open_ranks(const char *backend, uint32_t count, gllmk_context **ctx,
+                     gllmk_communicator **out_comm, char *why, size_t why_size) {
+  for (uint32_t r = 0; r < count; r++) {
+    gllmk_context_options o = {.backend = backend, .device_index = r,
+                               .plugin_dir = test_opts.plugin_dir};
+    if (gllmk_context_create(&o, &ctx[r]) != GLLMK_OK) {
+      o.device_index = 0;
+      ck_assert_msg(gllmk_context_create(&o, &ctx[r]) == GLLMK_OK, "gllmk_context_create: %s",
+                    gllmk_last_error());
+    }
+  }
+  gllmk_status status = gllmk_communicator_create(ctx, count, out_comm);
+  if (status == GLLMK_OK) return true;
+  ck_assert_int_eq(status, GLLMK_ERR_UNSUPPORTED);
+  snprintf(why, why_size, "%s", gllmk_last_error());
+  for (uint32_t r = 0; r < count; r++) gllmk_context_destroy(ctx[r]);
+  return false;
+}

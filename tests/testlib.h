@@ -7,6 +7,7 @@
 #define GLLMK_TESTS_TESTLIB_H_
 
 #include <check.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +58,14 @@ typedef struct test_backend {
  * driver (cuInit), and a driver initialised before Check forks the tests
  * cannot be used in them. Exits the program if listing fails. */
 int test_find_backends(const char *program, test_backend *out, int max);
+
+/* `count` contexts of `backend` (plugins from --plugin-dir), rank r on
+ * device r where the backend has one, else on device 0 beside the others,
+ * joined by a communicator (*out_comm). False, with every context destroyed
+ * and the backend's reason in `why`, where it cannot join them (no
+ * collectives; NCCL with two ranks on one GPU). */
+bool test_open_ranks(const char *backend, uint32_t count, gllmk_context **ctx,
+                     gllmk_communicator **out_comm, char *why, size_t why_size);
 
 /* ------------------------------------------------------------ random */
 

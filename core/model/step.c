@@ -129,8 +129,11 @@ static gllmk_status record_decode(session_state *s, uint32_t bucket, const step_
          (status = gllmk_recording_begin(s->shards[begun].context)) == GLLMK_OK)
     begun++;
   if (status == GLLMK_OK) status = forward_enqueue(s, l);
-  char message[1024];
-  snprintf(message, sizeof message, "%s", gllmk_last_error());
+  /* The first failure's message: ending and freeing the recordings may
+   * overwrite it (a failure of their own keeps its own message). */
+  char message[1024] = "";
+  if (status != GLLMK_OK) snprintf(message, sizeof message, "%s", gllmk_last_error());
+  gllmk_status recorded = status;
   status = end_recordings(s, bucket, begun, status);
   if (status == GLLMK_OK) {
     s->recording_count++;
@@ -140,7 +143,7 @@ static gllmk_status record_decode(session_state *s, uint32_t bucket, const step_
     s->unrecorded_decode = true;
     return GLLMK_OK;
   }
-  return MODEL_FAIL(status, "%s", message);
+  return recorded != GLLMK_OK ? MODEL_FAIL(status, "%s", message) : status;
 }
 
 /* A decode batch replays its bucket's recording on every rank, made on first use. */

@@ -493,12 +493,11 @@ static gllmk_status make_pools(synth *s) {
   return status;
 }
 
-/* A rank's block of a whole [rows, cols] weight being filled: rows from
- * row0, cols from col0 of the whole go to `dst` (dense). */
+/* A rank's part of a whole weight being filled; part.row0 counts from the
+ * first row of the fused whole (q, k and v rows one after another). */
 typedef struct fill_piece {
   uint32_t rank;
-  int64_t row0, col0;
-  gllmk_tensor dst;
+  weight_part part;
 } fill_piece;
 
 /* Rows [first, first + count) of a piece, all inside one pool range: the
@@ -507,14 +506,15 @@ typedef struct fill_piece {
 static gllmk_status copy_rows(synth *s, const fill_piece *p, int64_t cols_whole, int64_t first,
                               int64_t count, int64_t a, uint64_t start) {
   gllmk_context *context = s->model->shards[p->rank].context;
-  int64_t cols = p->dst.ndim == 2 ? p->dst.shape[1] : 1;
-  int64_t begin = (p->row0 + first) * cols_whole + p->col0 - a;
-  const int64_t shape[2] = {count, cols};
+  const weight_part *w = &p->part;
+  int64_t begin = (w->row0 + first) * cols_whole + w->col0 - a;
+  const int64_t shape[2] = {count, part_cols(w)};
   gllmk_tensor src, dst;
-  MODEL_TRY(gllmk_tensor_make(s->pools[p->rank], (start + (uint64_t)begin) * gllmk_dtype_size((gllmk_dtype)p->dst.dtype),
-                              (gllmk_dtype)p->dst.dtype, 2, shape, &src));
+  uint64_t elem = gllmk_dtype_size((gllmk_dtype)w->dst.dtype);
+  MODEL_TRY(gllmk_tensor_make(s->pools[p->rank], (start + (uint64_t)begin) * elem,
+                              (gllmk_dtype)w->dst.dtype, 2, shape, &src));
   src.strides[0] = cols_whole;
-  MODEL_TRY(gllmk_tensor_slice(&p->dst, 0, first, count, 1, &dst));
+  MODEL_TRY(gllmk_tensor_slice(&w->dst, 0, first, count, 1, &dst));
   if (dst.ndim == 1) MODEL_TRY(gllmk_tensor_reshape(&dst, 2, shape, &dst));
   return gllmk_copy(context, &(gllmk_copy_args){.out = &dst, .src = &src});
 }
@@ -522,11 +522,11 @@ static gllmk_status copy_rows(synth *s, const fill_piece *p, int64_t cols_whole,
 /* The part of one row of a piece that a pool range [a, a + n) covers. */
 static gllmk_status copy_row_part(synth *s, const fill_piece *p, int64_t cols_whole, int64_t row,
                                   int64_t lo, int64_t hi, int64_t a, uint64_t start) {
-  uint64_t elem = gllmk_dtype_size((gllmk_dtype)p->dst.dtype);
-  int64_t cols = p->dst.ndim == 2 ? p->dst.shape[1] : 1;
-  int64_t seg = (p->row0 + row) * cols_whole + p->col0;
-  uint64_t dst = p->dst.offset + (uint64_t)(row * cols + (lo - seg)) * elem;
-  return gllmk_buffer_copy(p->dst.buffer, dst, s->pools[p->rank], (start + (uint64_t)(lo - a)) * elem,
+  const weight_part *w = &p->part;
+  uint64_t elem = gllmk_dtype_size((gllmk_dtype)w->dst.dtype);
+  int64_t seg = (w->row0 + row) * cols_whole + w->col0;
+  uint64_t dst = w->dst.offset + (uint64_t)(row * part_cols(w) + (lo - seg)) * elem;
+  return gllmk_buffer_copy(w->dst.buffer, dst, s->pools[p->rank], (start + (uint64_t)(lo - a)) * elem,
                            (uint64_t)(hi - lo) * elem);
 }
 
@@ -534,13 +534,14 @@ static gllmk_status copy_row_part(synth *s, const fill_piece *p, int64_t cols_wh
  * which are pool elements [start, start + n). */
 static gllmk_status fill_range(synth *s, const fill_piece *p, int64_t cols_whole, int64_t a,
                                int64_t n, uint64_t start) {
-  int64_t rows = p->dst.shape[0], cols = p->dst.ndim == 2 ? p->dst.shape[1] : 1;
-  int64_t first = a / cols_whole - p->row0, last = (a + n - 1) / cols_whole - p->row0;
+  const weight_part *w = &p->part;
+  int64_t rows = part_rows(w), cols = part_cols(w);
+  int64_t first = a / cols_whole - w->row0, last = (a + n - 1) / cols_whole - w->row0;
   if (first < 0) first = 0;
   if (last > rows - 1) last = rows - 1;
   int64_t run = -1; /* first row of a run of rows the range holds whole */
   for (int64_t row = first; row <= last; row++) {
-    int64_t seg = (p->row0 + row) * cols_whole + p->col0;
+    int64_t seg = (w->row0 + row) * cols_whole + w->col0;
     int64_t lo = seg > a ? seg : a, hi = seg + cols < a + n ? seg + cols : a + n;
     bool whole = lo == seg && hi == seg + cols;
     if (whole && run < 0) run = row;
@@ -553,7 +554,8 @@ static gllmk_status fill_range(synth *s, const fill_piece *p, int64_t cols_whole
   return GLLMK_OK;
 }
 
-/* Blocks [first, end) fill one whole weight (a fused one: q, k, v rows). */
+/* `count` blocks that fill one whole weight (a fused one: q, k, v rows) from
+ * one stream of pool ranges. */
 static gllmk_status fill_random(synth *s, const weight_block *blocks, uint32_t count) {
   const model_state *m = s->model;
   fill_piece pieces[4 * MODEL_MAX_RANKS];
@@ -562,9 +564,11 @@ static gllmk_status fill_random(synth *s, const weight_block *blocks, uint32_t c
   for (uint32_t b = 0; b < count; b++) {
     rows = blocks[b].fused_row + blocks[b].rows;
     for (uint32_t r = 0; r < m->ranks; r++) {
-      weight_part part;
-      if (!part_of(m, r, &blocks[b], &part)) continue;
-      pieces[n_pieces++] = (fill_piece){r, blocks[b].fused_row + part.row0, part.col0, part.dst};
+      fill_piece *p = &pieces[n_pieces];
+      if (!part_of(m, r, &blocks[b], &p->part)) continue;
+      p->rank = r;
+      p->part.row0 += blocks[b].fused_row;
+      n_pieces++;
     }
   }
   int64_t total = rows * cols;
