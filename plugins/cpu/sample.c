@@ -210,7 +210,9 @@ static int64_t top_k_candidates(int32_t dtype, const char *logits, int64_t vocab
   *value = NULL;
   *token = NULL;
   if (blocks >= top_k) {
-    block_max = malloc((size_t)(blocks + top_k) * sizeof(float));
+    /* calloc, not malloc: GCC with ASan cannot tell that every element is
+     * written before kth_largest reads it (-Wmaybe-uninitialized). */
+    block_max = calloc((size_t)(blocks + top_k), sizeof(float));
     if (!block_max) return -1;
     for (int64_t b = 0; b < blocks; b++) {
       int64_t col = b * CANDIDATE_BLOCK;
