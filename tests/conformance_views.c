@@ -642,6 +642,11 @@ static void views_matmul(void) {
        cols_layout(3, 8, 0), D, cols_layout(3, 2, 1), D, false},
       {"single rows apart, batched b", 4, 1, 32, 64, GLLMK_B_NK, true, 1.0f, 0.0f, false,
        cols_layout(3, 8, 0), batch_inner, cols_layout(3, 2, 1), D, false},
+      /* Decode-batch rows (cuda's matmul_skinny, K split): a the first K columns of
+       * [M, K + 64], b the middle rows of a fused weight, out a column slice. */
+      {"few rows, fused weight slices", 0, 24, 200, 1024, GLLMK_B_NK, false, 1.0f, 0.0f, true,
+       cols_layout(2, 64, 0), (layout){.pad = {[0] = 200}, .start = {[0] = 100}},
+       cols_layout(2, 24, 8), shifted(8), false},
       /* One a for every batch (batch stride 0). */
       {"a repeated over the batch", 3, 20, 24, 16, GLLMK_B_NK, true, 1.0f, 0.0f, true, D, D,
        D, D, true},

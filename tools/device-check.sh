@@ -48,7 +48,14 @@
 # (NCCL_NVLS_ENABLE=0, docs/nccl.md); libnccl.so.2 comes from PyTorch's
 # nvidia-nccl wheel where the system has none.
 #
-# usage: tools/device-check.sh [--quick] [cuda] [vulkan] [model] [tp]
+# Generator speed (`gen` part, issue 23): the conformance suite on cuda
+# (and its quick sizes under memcheck), tests/model, the matmul rows of
+# gllmk-bench (decode batches of 1 and 32 through every Llama-3-8B weight)
+# against PyTorch, and tools/bench/generator_peer.py: gllmk-generate against
+# an eager PyTorch forward of the same shapes (decode at batch 1 and 32,
+# prefill of 2048 tokens, time to first token), with the issue's ratios.
+#
+# usage: tools/device-check.sh [--quick] [cuda] [vulkan] [model] [gen] [tp]
 #   --quick  quick sizes everywhere
 #   cuda     only steps 1-5;  vulkan  only the build and the vulkan steps;
 #   model    only the build and the generator's steps
@@ -64,8 +71,8 @@ parts=""
 for arg in "$@"; do
   case $arg in
     --quick) quick="--quick" ;;
-    cuda | vulkan | model | tp) parts="$parts $arg" ;;
-    *) echo "usage: $0 [--quick] [cuda] [vulkan] [model] [tp]" >&2; exit 2 ;;
+    cuda | vulkan | model | gen | tp) parts="$parts $arg" ;;
+    *) echo "usage: $0 [--quick] [cuda] [vulkan] [model] [gen] [tp]" >&2; exit 2 ;;
   esac
 done
 [ -z "$parts" ] && parts=" cuda vulkan"
@@ -197,6 +204,25 @@ if wants model; then
   step "gllmk-generate llama3-8b" "$out/generate-speed.txt" $gen_check --backend cuda --speed
 fi
 
+if wants gen; then
+  # Generator speed (issue 23): the matmul kernels it leans on checked first
+  # (the whole conformance suite on cuda, and its quick sizes under
+  # memcheck), then the decode-size matmul rows against PyTorch, then
+  # gllmk-generate against an eager PyTorch forward of the same shapes.
+  export CK_RUN_CASE=cuda CK_FORK=no
+  step "conformance (cuda)" "$out/conformance.log" build/tests/conformance $quick
+  step "conformance under memcheck" "$out/memcheck.log" \
+    compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 build/tests/conformance --quick
+  unset CK_RUN_CASE CK_FORK
+  step "model tests (cuda)" "$out/model-cuda.log" env CK_RUN_CASE=cuda build/tests/model --backend cuda
+  step "gllmk-bench matmul rows (cuda)" "$out/bench-matmul.json" sh -c "$bench_json" _ cuda --filter matmul
+  step "decode matmul vs PyTorch" "$out/torch_peer.txt" \
+    env PYTHONUNBUFFERED=1 python3 tools/bench/torch_peer.py --quick --json "$out/torch_peer.json" \
+    --bench-json "$out/bench-matmul.json"
+  step "generator vs PyTorch eager" "$out/generator-peer.txt" \
+    env PYTHONUNBUFFERED=1 python3 tools/bench/generator_peer.py --json "$out/generator-peer.json"
+fi
+
 if wants tp; then
   export NCCL_NVLS_ENABLE=0
   if ! ldconfig -p | grep -q 'libnccl\.so\.2 '; then
@@ -230,6 +256,8 @@ for log in conformance conformance-vulkan memcheck racecheck model-cuda model-vu
 done
 echo
 cat "$out/torch_peer.txt" 2>/dev/null | sed -n '/^context creation/,$p'
+echo
+cat "$out/generator-peer.txt" 2>/dev/null
 echo
 cat "$out/generate-check-cuda.txt" "$out/generate-check-vulkan.txt" "$out/load-speed.txt" \
   "$out/generate-speed.txt" 2>/dev/null

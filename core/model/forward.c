@@ -86,28 +86,38 @@ typedef struct pass {
   float eps;
   int64_t t; /* tokens */
   step_tensors idx;
-  gllmk_tensor residual, normed, qkv, q, k, attn, proj, gate_up, act;
+  gllmk_tensor residual, normed, qkv, qk, q, k, attn, proj, gate_up, act; /* q, k: views of qk */
 } pass;
 
-/* rope (and Qwen3's per-head norm) from a view of qkv into a dense q or k. */
-static gllmk_status position_heads(const pass *p, const gllmk_tensor *view, const gllmk_tensor *out,
-                                   const gllmk_tensor *norm) {
+/* q and k with their positions (rope) from qkv into qk: one rope over q's
+ * and k's heads together, which sit side by side in both. With Qwen3's
+ * per-head norms, each part is copied, normed and rotated apart. */
+static gllmk_status position_heads(const pass *p, const layer_weights *w) {
   gllmk_context *ctx = p->shard->context;
-  const gllmk_tensor *rope_in = view;
-  if (p->c->qk_norm) {
-    gllmk_tensor flat;
-    MODEL_TRY(gllmk_copy(ctx, &(gllmk_copy_args){.out = out, .src = view}));
-    MODEL_TRY(as_matrix(out, out->shape[0] * out->shape[1], out->shape[2], &flat));
-    MODEL_TRY(gllmk_rmsnorm(ctx, &(gllmk_rmsnorm_args){.out = &flat, .x = &flat, .weight = norm,
-                                                      .eps = p->eps}));
-    rope_in = out;
+  const int64_t d = p->c->head_dim, hq = p->c->heads, hkv = p->c->kv_heads;
+  const bool scaled = p->c->rope_scaling != ROPE_SCALING_NONE;
+  gllmk_rope_args rope = {.positions = &p->idx.positions, .theta = (float)p->c->rope_theta,
+                          .rotary_dim = (int32_t)p->c->rotary_dim, .style = GLLMK_ROPE_NEOX,
+                          .inv_freq = scaled ? &p->weights->inv_freq : NULL};
+  if (!p->c->qk_norm) {
+    gllmk_tensor q_and_k;
+    MODEL_TRY(head_view(&p->qkv, 0, hq + hkv, d, &q_and_k));
+    rope.out = &p->qk;
+    rope.x = &q_and_k;
+    return gllmk_rope(ctx, &rope);
   }
-  bool scaled = p->c->rope_scaling != ROPE_SCALING_NONE;
-  return gllmk_rope(ctx, &(gllmk_rope_args){.out = out, .x = rope_in, .positions = &p->idx.positions,
-                                            .theta = (float)p->c->rope_theta,
-                                            .rotary_dim = (int32_t)p->c->rotary_dim,
-                                            .style = GLLMK_ROPE_NEOX,
-                                            .inv_freq = scaled ? &p->weights->inv_freq : NULL});
+  const struct { int64_t first, heads; const gllmk_tensor *out, *norm; } parts[2] = {
+      {0, hq, &p->q, &w->q_norm}, {hq * d, hkv, &p->k, &w->k_norm}};
+  for (int i = 0; i < 2; i++) {
+    gllmk_tensor view;
+    MODEL_TRY(head_view(&p->qkv, parts[i].first, parts[i].heads, d, &view));
+    MODEL_TRY(gllmk_copy(ctx, &(gllmk_copy_args){.out = parts[i].out, .src = &view}));
+    MODEL_TRY(gllmk_rmsnorm(ctx, &(gllmk_rmsnorm_args){.out = parts[i].out, .x = parts[i].out,
+                                                      .weight = parts[i].norm, .eps = p->eps}));
+    rope.out = rope.x = parts[i].out;
+    MODEL_TRY(gllmk_rope(ctx, &rope));
+  }
+  return GLLMK_OK;
 }
 
 /* From the normed input to the o projection (a partial sum with several ranks). */
@@ -115,13 +125,10 @@ static gllmk_status attention_block(const pass *p, uint32_t index) {
   gllmk_context *ctx = p->shard->context;
   const layer_weights *w = &p->weights->layers[index];
   int64_t d = p->c->head_dim, hq = p->c->heads, hkv = p->c->kv_heads;
-  gllmk_tensor q_view, k_view, v_view, attn_flat;
+  gllmk_tensor v_view, attn_flat;
   MODEL_TRY(linear(ctx, &p->qkv, &p->normed, &w->qkv, &w->qkv_bias, w->has_qkv_bias));
-  MODEL_TRY(head_view(&p->qkv, 0, hq, d, &q_view));
-  MODEL_TRY(head_view(&p->qkv, hq * d, hkv, d, &k_view));
   MODEL_TRY(head_view(&p->qkv, (hq + hkv) * d, hkv, d, &v_view));
-  MODEL_TRY(position_heads(p, &q_view, &p->q, &w->q_norm));
-  MODEL_TRY(position_heads(p, &k_view, &p->k, &w->k_norm));
+  MODEL_TRY(position_heads(p, w));
   MODEL_TRY(gllmk_kv_append(ctx, &(gllmk_kv_append_args){
       .k_cache = &p->shard->k_cache[index], .v_cache = &p->shard->v_cache[index], .k = &p->k,
       .v = &v_view, .slots = &p->idx.slots}));
@@ -155,6 +162,22 @@ static gllmk_status mlp_block(const pass *p, uint32_t index) {
   return linear(ctx, &p->proj, &p->act, &w->down, &w->down_bias, w->has_down_bias);
 }
 
+/* q and k in qk: side by side in each row, so that one rope writes both;
+ * with per-head norms (which need rows of one stride) one after the other. */
+static gllmk_status split_qk(pass *p) {
+  const int64_t t = p->t, hq = p->c->heads, hkv = p->c->kv_heads, d = p->c->head_dim;
+  if (!p->c->qk_norm) {
+    MODEL_TRY(gllmk_tensor_slice(&p->qk, 1, 0, hq, 1, &p->q));
+    return gllmk_tensor_slice(&p->qk, 1, hq, hkv, 1, &p->k);
+  }
+  gllmk_tensor flat, part;
+  MODEL_TRY(gllmk_tensor_reshape(&p->qk, 1, (const int64_t[1]){t * (hq + hkv) * d}, &flat));
+  MODEL_TRY(gllmk_tensor_slice(&flat, 0, 0, t * hq * d, 1, &part));
+  MODEL_TRY(gllmk_tensor_reshape(&part, 3, (const int64_t[3]){t, hq, d}, &p->q));
+  MODEL_TRY(gllmk_tensor_slice(&flat, 0, t * hq * d, t * hkv * d, 1, &part));
+  return gllmk_tensor_reshape(&part, 3, (const int64_t[3]){t, hkv, d}, &p->k);
+}
+
 static gllmk_status make_pass(session_state *s, uint32_t rank, const step_layout *l, pass *p) {
   session_shard *shard = &s->shards[rank];
   const scratch *x = &shard->x;
@@ -167,11 +190,11 @@ static gllmk_status make_pass(session_state *s, uint32_t rank, const step_layout
   MODEL_TRY(make_step_tensors(shard, s->max_blocks_per_seq, l, &p->idx));
   const struct { const gllmk_tensor *from; gllmk_tensor *to; } views[] = {
       {&x->residual, &p->residual}, {&x->normed, &p->normed}, {&x->qkv, &p->qkv},
-      {&x->q, &p->q},   {&x->k, &p->k},       {&x->attn, &p->attn},
+      {&x->qk, &p->qk}, {&x->attn, &p->attn},
       {&x->proj, &p->proj}, {&x->gate_up, &p->gate_up}, {&x->act, &p->act}};
   for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
     MODEL_TRY(rows(views[i].from, p->t, views[i].to));
-  return GLLMK_OK;
+  return split_qk(p);
 }
 
 /* Every rank's o or down output summed, in place (one rank: nothing to do). */

@@ -177,7 +177,7 @@ typedef struct step_layout {
 typedef struct scratch {
   gllmk_tensor residual, normed; /* [T, hidden] */
   gllmk_tensor qkv;              /* [T, (Hq + 2 Hkv) D] */
-  gllmk_tensor q, k;             /* [T, Hq, D], [T, Hkv, D] after rope */
+  gllmk_tensor qk;               /* [T, Hq + Hkv, D]: q's heads then k's, after rope */
   gllmk_tensor attn;             /* [T, Hq, D] */
   gllmk_tensor proj;             /* [T, hidden]: o and down outputs */
   gllmk_tensor gate_up, act;     /* [T, 2 I], [T, I] */

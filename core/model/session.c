@@ -130,14 +130,13 @@ static gllmk_status alloc_scratch(session_state *s, session_shard *shard, bool f
   int32_t dt = s->model->dtype;
   int64_t t = s->max_tokens, rows = pow2_at_least(s->max_sequences), d = c->head_dim;
   const int64_t hidden[2] = {t, c->hidden}, qkv[2] = {t, (int64_t)(c->heads + 2 * c->kv_heads) * d};
-  const int64_t q[3] = {t, c->heads, d}, k[3] = {t, c->kv_heads, d};
+  const int64_t q[3] = {t, c->heads, d}, qk[3] = {t, (int64_t)(c->heads + c->kv_heads), d};
   const int64_t gate_up[2] = {t, 2 * (int64_t)c->intermediate}, act[2] = {t, c->intermediate};
   const int64_t last[2] = {rows, c->hidden};
   MODEL_TRY(shard_alloc(shard, dt, 2, hidden, &x->residual));
   MODEL_TRY(shard_alloc(shard, dt, 2, hidden, &x->normed));
   MODEL_TRY(shard_alloc(shard, dt, 2, qkv, &x->qkv));
-  MODEL_TRY(shard_alloc(shard, dt, 3, q, &x->q));
-  MODEL_TRY(shard_alloc(shard, dt, 3, k, &x->k));
+  MODEL_TRY(shard_alloc(shard, dt, 3, qk, &x->qk));
   MODEL_TRY(shard_alloc(shard, dt, 3, q, &x->attn));
   MODEL_TRY(shard_alloc(shard, dt, 2, hidden, &x->proj));
   MODEL_TRY(shard_alloc(shard, dt, 2, gate_up, &x->gate_up));

@@ -132,6 +132,19 @@ static gllmk_status load_kernels(gllmk_plugin_device *dev) {
   return status;
 }
 
+/* matmul_skinny's partial tiles (64 x 64 f32 each) and zeroed counters. */
+static gllmk_status create_skinny_buffers(gllmk_plugin_device *dev) {
+  const size_t tiles = 2u * CUDA_SKINNY_BLOCKS_PER_SM * (size_t)dev->multiprocessors;
+  gllmk_status status = cuda_check(cu.cuMemAlloc(&dev->skinny_partial, tiles * GK_MATMUL_SKINNY_BN * 64 * 4),
+                                   "cuMemAlloc (matmul partial tiles)");
+  if (status == GLLMK_OK)
+    status = cuda_check(cu.cuMemAlloc(&dev->skinny_counters, GK_MATMUL_SKINNY_COUNTERS * 4), "cuMemAlloc (matmul counters)");
+  if (status == GLLMK_OK)
+    status = cuda_check(cu.cuMemsetD8Async(dev->skinny_counters, 0, GK_MATMUL_SKINNY_COUNTERS * 4, dev->stream),
+                        "cuMemsetD8Async");
+  return status;
+}
+
 static gllmk_status create_resources(gllmk_plugin_device *dev, void *queue) {
   gllmk_status status = GLLMK_OK;
   dev->owns_stream = queue == NULL;
@@ -153,6 +166,7 @@ static gllmk_status create_resources(gllmk_plugin_device *dev, void *queue) {
       status = cuda_check(cu.cuEventCreate(&dev->staging_done[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   }
   if (status == GLLMK_OK) status = load_kernels(dev);
+  if (status == GLLMK_OK && dev->sm >= 80) status = create_skinny_buffers(dev);
   return status;
 }
 
@@ -162,6 +176,8 @@ static void destroy_resources(gllmk_plugin_device *dev) {
   cuda_graph_close(dev);
   if (dev->module) cu.cuModuleUnload(dev->module);
   if (dev->scratch) cu.cuMemFree(dev->scratch);
+  if (dev->skinny_partial) cu.cuMemFree(dev->skinny_partial);
+  if (dev->skinny_counters) cu.cuMemFree(dev->skinny_counters);
   for (int i = 0; i < dev->retired_count; i++) cu.cuMemFree(dev->retired[i]);
   for (int i = 0; i < 2; i++) {
     if (dev->staging_done[i]) cu.cuEventDestroy(dev->staging_done[i]);

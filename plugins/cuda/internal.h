@@ -69,6 +69,9 @@ enum cuda_kernel_id {
    CK_##prefix##_bf16_##b == CK_##prefix##_f16_##a + 3)
 
 #define CUDA_STAGING_BYTES (4u << 20)
+/* matmul_skinny splits K until there are this many blocks per
+ * multiprocessor (its partial buffer holds twice that many tiles). */
+#define CUDA_SKINNY_BLOCKS_PER_SM 3
 
 struct gllmk_plugin_memory {
   CUdeviceptr address;
@@ -103,6 +106,10 @@ struct gllmk_plugin_device {
   size_t scratch_size;
   CUdeviceptr retired[8];
   int retired_count;
+  /* matmul_skinny's split-K partial tiles and per-tile counters (kept at 0
+   * between launches), made with the context (sm_80+) so that recordings
+   * can split too. */
+  CUdeviceptr skinny_partial, skinny_counters;
   int capturing;  /* between record_begin and record_end */
   int planning;   /* cuda_<op>_supports: the op's host code chooses kernels, launches nothing */
   int recordings; /* live native recordings */

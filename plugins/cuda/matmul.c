@@ -2,8 +2,9 @@
  * matmul.c - the matmul family: matmul (out = alpha * a op(b) + beta * out
  * + bias, batched, b as [N, K] or [K, N]). It fills a cuda_matmul_params
  * (kernels/cuda_params.h) and picks a kernel from kernels/matmul.cu: gemv
- * for one row, wgmma with TMA descriptors on Hopper (sm_90a), mma.sync on
- * sm_80+, SIMT otherwise, then enqueues it on the context's stream. From
+ * for one row, skinny (mma.sync fed from registers) for up to 64 rows,
+ * wgmma with TMA descriptors on Hopper (sm_90a), mma.sync on sm_80+, SIMT
+ * otherwise, then enqueues it on the context's stream. From
  * below it uses launch.h's helpers, cuda_launch (device.c) and the driver's
  * cuTensorMapEncodeTiled (`cu`, driver.c).
  */
@@ -16,6 +17,8 @@
 _Static_assert(CUDA_DTYPE_VARIANTS(gemv_nk) && CUDA_DTYPE_VARIANTS(gemv_kn) && CUDA_DTYPE_VARIANTS(matmul_simt),
                "kernels.def: f32, f16, bf16 variants in gllmk_dtype order");
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_mma, nk, kn), "kernels.def: matmul_mma_{f16,bf16}_{nk,kn} order");
+_Static_assert(CUDA_F16_BF16_PAIRS(matmul_skinny, m1, m2) && CUDA_F16_BF16_PAIRS(matmul_skinny, m2, m4),
+               "kernels.def: matmul_skinny_{f16,bf16}_m{1,2,4} order");
 
 /* A TMA descriptor of a 16-bit K-major operand seen as (K, rows, batch),
  * read in boxes of `box_rows` rows x 64 columns with the 128-byte swizzle.
@@ -39,6 +42,31 @@ static int64_t matrix_batch_stride(const gllmk_tensor *t) {
   for (int32_t i = t->ndim - 3; i >= 0; i--)
     if (t->shape[i] > 1) return t->strides[i];
   return 0;
+}
+
+/* matmul_skinny for M <= 64 rows: blocks of 64 columns, and while those
+ * are fewer than CUDA_SKINNY_BLOCKS_PER_SM per multiprocessor, K split
+ * among that many blocks (at least 512 of K each), so that every
+ * multiprocessor streams b. Fewer tiles than blocks wanted means at most
+ * twice that many blocks in all, which the partial buffer holds. */
+static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_params *p, int32_t dtype) {
+  cuda_matmul_skinny_params sp;
+  memset(&sp, 0, sizeof sp);
+  sp.p = *p;
+  sp.partial = dev->skinny_partial;
+  sp.counters = dev->skinny_counters;
+  const int64_t tiles = ceil_div(p->n, GK_MATMUL_SKINNY_BN);
+  const int64_t wanted = (int64_t)CUDA_SKINNY_BLOCKS_PER_SM * dev->multiprocessors;
+  int64_t splits = 1;
+  if (tiles < wanted && tiles <= GK_MATMUL_SKINNY_COUNTERS) {
+    const int64_t most = p->k / 512 > 1 ? p->k / 512 : 1;
+    splits = ceil_div(wanted, tiles) < most ? ceil_div(wanted, tiles) : most;
+  }
+  sp.k_split = ceil_div(ceil_div(p->k, splits), GK_MATMUL_SKINNY_KSTEP) * GK_MATMUL_SKINNY_KSTEP;
+  sp.splits = (int32_t)ceil_div(p->k, sp.k_split);
+  const int rows = p->m <= 16 ? 0 : p->m <= 32 ? 1 : 2; /* 16, 32 or 64 rows */
+  return cuda_launch(dev, CK_matmul_skinny_f16_m1 + (dtype == GLLMK_BF16) + 2 * rows, (uint32_t)tiles,
+                     (uint32_t)sp.splits, 1, GK_MATMUL_SKINNY_THREADS, 0, &sp);
 }
 
 static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
@@ -97,6 +125,9 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
     return cuda_launch(dev, CK_gemv_nk_f32 + v, clamp_u32(ceil_div(p.n, GK_GEMV_NK_OUTPUTS), MAX_GRID_X),
                        (uint32_t)p.batch, 1, GK_GEMV_NK_OUTPUTS * 32, 0, &p);
   }
+  if (dtype != GLLMK_F32 && dev->skinny_counters && !p.b_kn && p.vec && p.m <= 64 && p.batch == 1 &&
+      ceil_div(p.n, GK_MATMUL_SKINNY_BN) <= MAX_GRID_X)
+    return launch_skinny(dev, &p, dtype);
   if (dtype != GLLMK_F32 && dev->wgmma && !p.b_kn && p.vec && p.m >= 64 && p.batch <= MAX_GRID_YZ &&
       p.lda > 0 && p.ldb > 0 && p.a_batch_stride > 0) {
     cuda_matmul_tma_params tp;

@@ -15,6 +15,7 @@
 #define HIDDEN MODEL_HIDDEN
 #define INTER MODEL_INTERMEDIATE
 #define VOCAB MODEL_VOCAB
+#define QKV ((MODEL_HEADS + 2 * MODEL_KV_HEADS) * MODEL_HEAD_DIM)
 
 const bench_case bench_cases[] = {
     {"copy", &op_copy, F32, F32, TOKENS, HIDDEN, 0, 1},
@@ -55,6 +56,18 @@ const bench_case bench_cases[] = {
     /* Decode: one token through the gate/up projection, weight streamed once. */
     {"gemv", &op_matmul, F32, F32, 1, INTER, HIDDEN, 1},
     {"gemv", &op_matmul, BF16, BF16, 1, INTER, HIDDEN, 1},
+    /* Decode of 1 and 32 sequences through each Llama-3-8B weight: q/k/v fused,
+     * o, gate/up fused, down, lm_head; bound by streaming the weight once. */
+    {"matmul/decode", &op_matmul, BF16, BF16, 1, QKV, HIDDEN, 0},
+    {"matmul/decode", &op_matmul, BF16, BF16, 1, HIDDEN, HIDDEN, 0},
+    {"matmul/decode", &op_matmul, BF16, BF16, 1, 2 * INTER, HIDDEN, 0},
+    {"matmul/decode", &op_matmul, BF16, BF16, 1, HIDDEN, INTER, 0},
+    {"matmul/decode", &op_matmul, BF16, BF16, 1, VOCAB, HIDDEN, 0},
+    {"matmul/decode", &op_matmul, BF16, BF16, 32, QKV, HIDDEN, 0},
+    {"matmul/decode", &op_matmul, BF16, BF16, 32, HIDDEN, HIDDEN, 0},
+    {"matmul/decode", &op_matmul, BF16, BF16, 32, 2 * INTER, HIDDEN, 1},
+    {"matmul/decode", &op_matmul, BF16, BF16, 32, HIDDEN, INTER, 0},
+    {"matmul/decode", &op_matmul, BF16, BF16, 32, VOCAB, HIDDEN, 0},
     {"matmul/prefill", &op_matmul, F32, F32, 512, INTER, HIDDEN, 0},
     {"matmul/prefill", &op_matmul, BF16, BF16, 512, INTER, HIDDEN, 0},
     {"matmul/prefill", &op_matmul, F32, F32, 4096, INTER, HIDDEN, 0},

@@ -137,7 +137,7 @@ def peer_for(row):
         vc = torch.empty([t, h, d], dtype=dt, device=DEV)
         slots = torch.randperm(t, device=DEV)
         return lambda: (kc.index_copy_(0, slots, k), vc.index_copy_(0, slots, v))
-    if name in ("matmul", "gemv", "matmul/prefill"):
+    if name in ("matmul", "gemv", "matmul/decode", "matmul/prefill"):
         m, n, k = ints(shape)[:3]
         a, b = rand([m, k], dt), rand([n, k], dt)
         return lambda: torch.matmul(a, b.t())

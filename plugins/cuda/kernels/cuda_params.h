@@ -108,6 +108,21 @@ typedef struct cuda_matmul_params {
   int32_t pad_;
 } cuda_matmul_params;
 
+/* matmul_skinny: a matmul of few rows (M <= 64, decode batches) split over
+ * K into `splits` blocks per 64-column tile when the tiles alone would leave
+ * multiprocessors idle. Split s covers K [s * k_split, (s + 1) * k_split)
+ * and writes its f32 tile to partial[(tile * splits + s) * 64 * 64 ...];
+ * counters[tile] counts the splits done, and the last one sums the partials
+ * in split order (the same bits every run), writes out and resets its
+ * counter to 0 for the next launch. */
+typedef struct cuda_matmul_skinny_params {
+  cuda_matmul_params p;
+  uint64_t partial, counters;
+  int64_t k_split;
+  int32_t splits;
+  int32_t pad_;
+} cuda_matmul_skinny_params;
+
 /* A CUtensorMap (the Hopper tensor memory accelerator's descriptor of a
  * global tensor), opaque, 64-byte aligned. */
 #ifdef __cplusplus
@@ -188,6 +203,10 @@ typedef struct cuda_sample_params {
 #define GK_MATMUL_WGMMA_THREADS 384 /* a loader and two multiplying warpgroups */
 #define GK_MATMUL_WGMMA_BK 64
 #define GK_MATMUL_WGMMA_SMEM (GK_MATMUL_WGMMA_STAGES * ((128 + 256) * 64 * 2 + 16) + 1024)
+#define GK_MATMUL_SKINNY_BN 64      /* columns per block */
+#define GK_MATMUL_SKINNY_THREADS 128 /* four warps of 16 columns */
+#define GK_MATMUL_SKINNY_KSTEP 128   /* K per pass of the main loop */
+#define GK_MATMUL_SKINNY_COUNTERS 4096 /* tiles that can be split at once */
 #define GK_GEMV_NK_OUTPUTS 8   /* outputs per block (one per warp) */
 #define GK_GEMV_KN_OUTPUTS 64
 #define GK_SAMPLE_THREADS 256

@@ -2,6 +2,8 @@
  * matmul.cu - matmul: out = alpha * a op(b) + beta * out (+ bias).
  *
  *  - gemv_nk / gemv_kn: M = 1 (decode), bound by reading b once.
+ *  - matmul_skinny: f16/bf16, M <= 64 (decode batches), b as [N, K]:
+ *    also bound by reading b once; split over K when N is small.
  *  - matmul_wgmma: f16/bf16 with b as [N, K] on Hopper (sm_90a): warpgroup
  *    MMA from 128-byte-swizzled shared memory fed by TMA, warp-specialized.
  *  - matmul_mma: f16/bf16 on tensor cores (sm_80+), cp.async multi-stage
@@ -24,6 +26,19 @@ __device__ __forceinline__ float epilogue(const cuda_matmul_params &p, const T *
 
 template <class T> __device__ __forceinline__ const T *bias_of(const cuda_matmul_params &p) {
   return p.has_bias ? ptr_at<const T>(p.bias, 0) : nullptr;
+}
+
+/* Outputs n and n + 1 of one row (o points at n) through the epilogue: one
+ * 4-byte store where both exist and o is aligned for it. */
+template <class T>
+__device__ __forceinline__ void store_pair(const cuda_matmul_params &p, T *o, const T *bias, int64_t n, float v0,
+                                           float v1) {
+  if (n + 1 < p.n && ((uintptr_t)o & 3) == 0) {
+    *reinterpret_cast<uint32_t *>(o) = pack2(o, epilogue(p, o, bias, n, v0), epilogue(p, o + 1, bias, n + 1, v1));
+  } else {
+    if (n < p.n) store1(o, epilogue(p, o, bias, n, v0));
+    if (n + 1 < p.n) store1(o + 1, epilogue(p, o + 1, bias, n + 1, v1));
+  }
 }
 
 /* ------------------------------------------------------------------- GEMV */
@@ -322,15 +337,7 @@ __device__ void matmul_mma_impl(const cuda_matmul_params &p) {
         const int64_t m = m0 + wm0 + 16 * i + (lane >> 2) + 8 * h;
         const int64_t n = n0 + wn0 + 8 * j + 2 * (lane & 3);
         if (m >= p.m) continue;
-        T *o = out + m * p.ldo + n;
-        const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-        if (n + 1 < p.n && ((uintptr_t)o & 3) == 0) {
-          const float r0 = epilogue(p, o, bias, n, v0), r1 = epilogue(p, o + 1, bias, n + 1, v1);
-          *reinterpret_cast<uint32_t *>(o) = pack2(o, r0, r1);
-        } else {
-          if (n < p.n) store1(o, epilogue(p, o, bias, n, v0));
-          if (n + 1 < p.n) store1(o + 1, epilogue(p, o + 1, bias, n + 1, v1));
-        }
+        store_pair(p, out + m * p.ldo + n, bias, n, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
       }
 #endif
 }
@@ -347,6 +354,144 @@ GK_MMA_KERNEL(f16, f16, nk, false)
 GK_MMA_KERNEL(f16, f16, kn, true)
 GK_MMA_KERNEL(bf16, bf16, nk, false)
 GK_MMA_KERNEL(bf16, bf16, kn, true)
+
+/* ------------------------------------------------- skinny GEMM (M <= 64) */
+
+/* 16 bytes of a stream read once (b): around L1, which keeps a's rows. */
+__device__ __forceinline__ uint4 load_streaming16(const void *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+/* Few rows of a (decode batches) against b as [N, K]: the time is reading
+ * b once, so b goes from memory straight into mma.sync registers, with no
+ * shared memory and no block-wide waits. Each warp owns 16 columns (two n8
+ * tiles) and all BM = 16 MT rows. Lane (g, t) = (lane / 4, lane % 4) loads
+ * 16 bytes, k0 + 8t .. k0 + 8t + 7, of row g of a tile, so four lanes cover
+ * 32 values of k, which feed two m16n8k16 products: the first takes each
+ * lane's values 0-3 as its k pairs (2t, 2t+1) and (2t+8, 2t+9), the second
+ * values 4-7. That is another order of k than memory's, the same for a and
+ * for b, so every product is still the dot product of a row and a column.
+ * a's rows are read by every tile's warps and stay in L1 and L2. */
+template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_skinny_params &P) {
+#if __CUDA_ARCH__ >= 800
+  constexpr int BM = 16 * MT, BN = GK_MATMUL_SKINNY_BN, STEPS = GK_MATMUL_SKINNY_KSTEP / 32;
+  const cuda_matmul_params &p = P.p;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int64_t tile = blockIdx.x, split = blockIdx.y;
+  const int64_t n_warp = tile * BN + 16 * warp;
+  const int64_t k_begin = split * P.k_split, k_end = min(p.k, k_begin + P.k_split);
+  const T *b_row[2], *a_row[MT][2];
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int64_t n = n_warp + 8 * j + g;
+    b_row[j] = n < p.n ? ptr_at<const T>(p.b, n * p.ldb) : nullptr;
+  }
+#pragma unroll
+  for (int i = 0; i < MT; i++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int m = 16 * i + 8 * h + g;
+      a_row[i][h] = m < p.m ? ptr_at<const T>(p.a, m * p.lda) : nullptr;
+    }
+  float acc[MT][2][4];
+#pragma unroll
+  for (int i = 0; i < MT; i++)
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += 32 * STEPS) {
+    uint4 bv[STEPS][2];
+#pragma unroll
+    for (int u = 0; u < STEPS; u++) {
+      const int64_t k = k0 + 32 * u + 8 * t;
+#pragma unroll
+      for (int j = 0; j < 2; j++) bv[u][j] = b_row[j] && k < k_end ? load_streaming16(b_row[j] + k) : zero;
+    }
+#pragma unroll
+    for (int u = 0; u < STEPS; u++) {
+      const int64_t k = k0 + 32 * u + 8 * t;
+      uint4 av[MT][2];
+#pragma unroll
+      for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+          av[i][h] = a_row[i][h] && k < k_end ? __ldg(reinterpret_cast<const uint4 *>(a_row[i][h] + k)) : zero;
+#pragma unroll
+      for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+          const uint32_t a_lo[4] = {av[i][0].x, av[i][1].x, av[i][0].y, av[i][1].y};
+          const uint32_t a_hi[4] = {av[i][0].z, av[i][1].z, av[i][0].w, av[i][1].w};
+          const uint32_t b_lo[2] = {bv[u][j].x, bv[u][j].y}, b_hi[2] = {bv[u][j].z, bv[u][j].w};
+          mma_16816(acc[i][j], a_lo, b_lo, (T *)nullptr);
+          mma_16816(acc[i][j], a_hi, b_hi, (T *)nullptr);
+        }
+    }
+  }
+
+  /* f(accumulator pair, row in the tile, column in the block's 64) for each
+   * pair of adjacent outputs the lane holds. */
+  auto each_pair = [&](auto f) {
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+      for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) f(&acc[i][j][2 * h], 16 * i + 8 * h + g, 16 * warp + 8 * j + 2 * t);
+  };
+  if (P.splits > 1) { /* hand the tile to the last split to finish */
+    float *partial = ptr_at<float>(P.partial, 0);
+    const int64_t slot = (tile * P.splits + split) * BM * BN;
+    each_pair([&](float *v, int r, int c) {
+      *reinterpret_cast<float2 *>(partial + slot + r * BN + c) = make_float2(v[0], v[1]);
+    });
+    __threadfence();
+    __syncthreads();
+    __shared__ int is_last;
+    int *counter = ptr_at<int>(P.counters, tile);
+    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1) == P.splits - 1;
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    each_pair([&](float *v, int, int) { v[0] = v[1] = 0.0f; });
+    for (int64_t s = 0; s < P.splits; s++) { /* in split order: the same sum every run */
+      const int64_t from = (tile * P.splits + s) * BM * BN;
+      each_pair([&](float *v, int r, int c) {
+        const float2 part = __ldcg(reinterpret_cast<const float2 *>(partial + from + r * BN + c));
+        v[0] += part.x;
+        v[1] += part.y;
+      });
+    }
+    if (threadIdx.x == 0) *counter = 0;
+  }
+  T *out = ptr_at<T>(p.out, 0);
+  const T *bias = bias_of<T>(p);
+  each_pair([&](float *v, int r, int c) {
+    if (r < p.m) store_pair(p, out + r * p.ldo + tile * BN + c, bias, tile * BN + c, v[0], v[1]);
+  });
+#endif
+}
+
+/* gk_matmul_skinny_<dtype>_m<BM>: kernels.def lists them f16, bf16 for
+ * 16, 32 and 64 rows. */
+#define GK_SKINNY_KERNEL(dname, T, MT)                                                     \
+  GK_KERNEL __launch_bounds__(GK_MATMUL_SKINNY_THREADS)                                   \
+      gk_matmul_skinny_##dname##_m##MT(const cuda_matmul_skinny_params p) {              \
+    matmul_skinny_impl<T, MT>(p);                                                         \
+  }
+GK_SKINNY_KERNEL(f16, f16, 1)
+GK_SKINNY_KERNEL(bf16, bf16, 1)
+GK_SKINNY_KERNEL(f16, f16, 2)
+GK_SKINNY_KERNEL(bf16, bf16, 2)
+GK_SKINNY_KERNEL(f16, f16, 4)
+GK_SKINNY_KERNEL(bf16, bf16, 4)
 
 /* ------------------------------------------------------ Hopper wgmma GEMM */
 
@@ -435,14 +580,7 @@ template <class T> __device__ void matmul_wgmma_impl(const cuda_matmul_tma_param
       const int64_t m = m0 + 64 * slice + 16 * warp + (lane >> 2) + 8 * h;
       const int64_t n = n0 + 8 * j + 2 * (lane & 3);
       if (m >= p.m) continue;
-      T *o = out + m * p.ldo + n;
-      const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-      if (n + 1 < p.n && ((uintptr_t)o & 3) == 0) {
-        *reinterpret_cast<uint32_t *>(o) = pack2(o, epilogue(p, o, bias, n, v0), epilogue(p, o + 1, bias, n + 1, v1));
-      } else {
-        if (n < p.n) store1(o, epilogue(p, o, bias, n, v0));
-        if (n + 1 < p.n) store1(o + 1, epilogue(p, o + 1, bias, n + 1, v1));
-      }
+      store_pair(p, out + m * p.ldo + n, bias, n, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
     }
 #endif
 }
