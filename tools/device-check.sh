@@ -49,7 +49,7 @@
 # nvidia-nccl wheel where the system has none.
 #
 # Generator speed (`gen` part, issue 23): the conformance suite on cuda
-# (and its quick sizes under memcheck), tests/model, the matmul rows of
+# (and its quick sizes under memcheck and racecheck), tests/model, the matmul rows of
 # gllmk-bench (decode batches of 1 and 32 through every Llama-3-8B weight)
 # against PyTorch, and tools/bench/generator_peer.py: gllmk-generate against
 # an eager PyTorch forward of the same shapes (decode at batch 1 and 32,
@@ -213,6 +213,9 @@ if wants gen; then
   step "conformance (cuda)" "$out/conformance.log" build/tests/conformance $quick
   step "conformance under memcheck" "$out/memcheck.log" \
     compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 build/tests/conformance --quick
+  step "conformance under racecheck" "$out/racecheck.log" \
+    compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 --print-limit 20 \
+    build/tests/conformance --quick
   unset CK_RUN_CASE CK_FORK
   step "model tests (cuda)" "$out/model-cuda.log" env CK_RUN_CASE=cuda build/tests/model --backend cuda
   step "gllmk-bench matmul rows (cuda)" "$out/bench-matmul.json" sh -c "$bench_json" _ cuda --filter matmul

@@ -132,7 +132,7 @@ static gllmk_status load_kernels(gllmk_plugin_device *dev) {
   return status;
 }
 
-/* matmul_skinny's partial tiles (64 x 64 f32 each) and zeroed counters. */
+/* matmul_skinny's partial tiles (64 rows x GK_MATMUL_SKINNY_BN f32 at most) and zeroed counters. */
 static gllmk_status create_skinny_buffers(gllmk_plugin_device *dev) {
   const size_t tiles = 2u * CUDA_SKINNY_BLOCKS_PER_SM * (size_t)dev->multiprocessors;
   gllmk_status status = cuda_check(cu.cuMemAlloc(&dev->skinny_partial, tiles * GK_MATMUL_SKINNY_BN * 64 * 4),

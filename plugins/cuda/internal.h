@@ -71,7 +71,7 @@ enum cuda_kernel_id {
 #define CUDA_STAGING_BYTES (4u << 20)
 /* matmul_skinny splits K until there are this many blocks per
  * multiprocessor (its partial buffer holds twice that many tiles). */
-#define CUDA_SKINNY_BLOCKS_PER_SM 3
+#define CUDA_SKINNY_BLOCKS_PER_SM 2
 
 struct gllmk_plugin_memory {
   CUdeviceptr address;

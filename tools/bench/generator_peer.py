@@ -131,6 +131,19 @@ class TorchPeer:
         return tokens / best, best * 1e3
 
 
+def profile(peer):
+    peer.decode_tokens_per_s(1, 4)
+    ids = torch.zeros(1, 1, dtype=torch.long, device=peer.dev)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for s in range(3):
+            peer.forward(ids, CONTEXT + 8 + s)
+        torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25))
+    print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=15))
+    return 0
+
+
 def gllmk(a, prompt_len, batch, max_new):
     cmd = [a.gllmk_generate, "--synthetic", "llama3-8b", "--backend", a.backend, "--quiet", "--json",
            "--prompt-len", str(prompt_len), "--batch", str(batch), "--max-new", str(max_new)]
@@ -147,8 +160,12 @@ def main():
     ap.add_argument("--steps", type=int, default=64, help="decode steps timed")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--profile", action="store_true",
+                    help="only PyTorch: where a batch-1 decode step's time goes (torch.profiler)")
     a = ap.parse_args()
     cfg = LLAMA3_8B
+    if a.profile:
+        return profile(TorchPeer(cfg))
     res = {"gllmk": {}, "torch": {}}
     # gllmk first, each run in its own process, while the GPU holds nothing else.
     for batch in (1, 32):

@@ -109,9 +109,9 @@ typedef struct cuda_matmul_params {
 } cuda_matmul_params;
 
 /* matmul_skinny: a matmul of few rows (M <= 64, decode batches) split over
- * K into `splits` blocks per 64-column tile when the tiles alone would leave
+ * K into `splits` blocks per column tile when the tiles alone would leave
  * multiprocessors idle. Split s covers K [s * k_split, (s + 1) * k_split)
- * and writes its f32 tile to partial[(tile * splits + s) * 64 * 64 ...];
+ * and writes its f32 tile to partial[(tile * splits + s) * BM * BN ...];
  * counters[tile] counts the splits done, and the last one sums the partials
  * in split order (the same bits every run), writes out and resets its
  * counter to 0 for the next launch. */
@@ -203,8 +203,8 @@ typedef struct cuda_sample_params {
 #define GK_MATMUL_WGMMA_THREADS 384 /* a loader and two multiplying warpgroups */
 #define GK_MATMUL_WGMMA_BK 64
 #define GK_MATMUL_WGMMA_SMEM (GK_MATMUL_WGMMA_STAGES * ((128 + 256) * 64 * 2 + 16) + 1024)
-#define GK_MATMUL_SKINNY_BN 64      /* columns per block */
-#define GK_MATMUL_SKINNY_THREADS 128 /* four warps of 16 columns */
+#define GK_MATMUL_SKINNY_BN 128     /* columns per block */
+#define GK_MATMUL_SKINNY_THREADS 256 /* eight warps of 16 columns */
 #define GK_MATMUL_SKINNY_KSTEP 128   /* K per pass of the main loop */
 #define GK_MATMUL_SKINNY_COUNTERS 4096 /* tiles that can be split at once */
 #define GK_GEMV_NK_OUTPUTS 8   /* outputs per block (one per warp) */

@@ -367,36 +367,43 @@ __device__ __forceinline__ uint4 load_streaming16(const void *p) {
 }
 
 /* Few rows of a (decode batches) against b as [N, K]: the time is reading
- * b once, so b goes from memory straight into mma.sync registers, with no
- * shared memory and no block-wide waits. Each warp owns 16 columns (two n8
- * tiles) and all BM = 16 MT rows. Lane (g, t) = (lane / 4, lane % 4) loads
- * 16 bytes, k0 + 8t .. k0 + 8t + 7, of row g of a tile, so four lanes cover
- * 32 values of k, which feed two m16n8k16 products: the first takes each
- * lane's values 0-3 as its k pairs (2t, 2t+1) and (2t+8, 2t+9), the second
- * values 4-7. That is another order of k than memory's, the same for a and
- * for b, so every product is still the dot product of a row and a column.
- * a's rows are read by every tile's warps and stay in L1 and L2. */
+ * b once, so b goes from memory straight into mma.sync registers. Each of
+ * the 8 warps owns 16 columns (two n8 tiles) and all BM = 16 MT rows; a's
+ * rows pass through shared memory, KSTEP of K at a time in two stages
+ * (cp.async), so that L2 serves them once per block rather than once per
+ * warp. Lane (g, t) = (lane / 4, lane % 4) loads 16 bytes, k0 + 8t ..
+ * k0 + 8t + 7, of row g of a tile, so four lanes cover 32 values of k,
+ * which feed two m16n8k16 products: the first takes each lane's values 0-3
+ * as its k pairs (2t, 2t+1) and (2t+8, 2t+9), the second values 4-7. That
+ * is another order of k than memory's, the same for a and for b, so every
+ * product is still the dot product of a row and a column. In shared memory
+ * the odd rows' 16-byte chunks are XORed with 4, so that the eight lanes of
+ * a quarter warp (two rows, four chunks) read eight different bank groups. */
 template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_skinny_params &P) {
 #if __CUDA_ARCH__ >= 800
   constexpr int BM = 16 * MT, BN = GK_MATMUL_SKINNY_BN, STEPS = GK_MATMUL_SKINNY_KSTEP / 32;
+  constexpr int CHUNKS = GK_MATMUL_SKINNY_KSTEP / 8; /* 16-byte chunks of a row of a stage */
+  __shared__ __align__(16) uint4 a_stage[2][BM * CHUNKS];
   const cuda_matmul_params &p = P.p;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t tile = blockIdx.x, split = blockIdx.y;
   const int64_t n_warp = tile * BN + 16 * warp;
   const int64_t k_begin = split * P.k_split, k_end = min(p.k, k_begin + P.k_split);
-  const T *b_row[2], *a_row[MT][2];
+  const T *a = ptr_at<const T>(p.a, 0), *b_row[2];
 #pragma unroll
   for (int j = 0; j < 2; j++) {
     const int64_t n = n_warp + 8 * j + g;
     b_row[j] = n < p.n ? ptr_at<const T>(p.b, n * p.ldb) : nullptr;
   }
-#pragma unroll
-  for (int i = 0; i < MT; i++)
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int m = 16 * i + 8 * h + g;
-      a_row[i][h] = m < p.m ? ptr_at<const T>(p.a, m * p.lda) : nullptr;
+  auto chunk_at = [](int r, int c) { return r * CHUNKS + (c ^ ((r & 1) << 2)); };
+  auto load_a = [&](int stage, int64_t k0) {
+    for (int q = threadIdx.x; q < BM * CHUNKS; q += GK_MATMUL_SKINNY_THREADS) {
+      const int r = q / CHUNKS, c = q % CHUNKS;
+      const int64_t k = k0 + 8 * c;
+      const bool ok = r < p.m && k < k_end;
+      cp_async16(&a_stage[stage][chunk_at(r, c)], ok ? a + r * p.lda + k : a, ok ? 16 : 0);
     }
+  };
   float acc[MT][2][4];
 #pragma unroll
   for (int i = 0; i < MT; i++)
@@ -406,7 +413,10 @@ template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_
       for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
 
   const uint4 zero = make_uint4(0, 0, 0, 0);
-  for (int64_t k0 = k_begin; k0 < k_end; k0 += 32 * STEPS) {
+  load_a(0, k_begin);
+  cp_async_commit();
+  int stage = 0;
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += 32 * STEPS, stage ^= 1) {
     uint4 bv[STEPS][2];
 #pragma unroll
     for (int u = 0; u < STEPS; u++) {
@@ -414,15 +424,17 @@ template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_
 #pragma unroll
       for (int j = 0; j < 2; j++) bv[u][j] = b_row[j] && k < k_end ? load_streaming16(b_row[j] + k) : zero;
     }
+    if (k0 + 32 * STEPS < k_end) load_a(stage ^ 1, k0 + 32 * STEPS);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads(); /* this stage of a has landed */
 #pragma unroll
     for (int u = 0; u < STEPS; u++) {
-      const int64_t k = k0 + 32 * u + 8 * t;
       uint4 av[MT][2];
 #pragma unroll
       for (int i = 0; i < MT; i++)
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-          av[i][h] = a_row[i][h] && k < k_end ? __ldg(reinterpret_cast<const uint4 *>(a_row[i][h] + k)) : zero;
+        for (int h = 0; h < 2; h++) av[i][h] = a_stage[stage][chunk_at(16 * i + 8 * h + g, 4 * u + t)];
 #pragma unroll
       for (int i = 0; i < MT; i++)
 #pragma unroll
@@ -434,9 +446,10 @@ template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_
           mma_16816(acc[i][j], a_hi, b_hi, (T *)nullptr);
         }
     }
+    __syncthreads(); /* everyone is done with this stage before it refills */
   }
 
-  /* f(accumulator pair, row in the tile, column in the block's 64) for each
+  /* f(accumulator pair, row in the tile, column in the block's BN) for each
    * pair of adjacent outputs the lane holds. */
   auto each_pair = [&](auto f) {
 #pragma unroll
@@ -482,7 +495,7 @@ template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_
 /* gk_matmul_skinny_<dtype>_m<BM>: kernels.def lists them f16, bf16 for
  * 16, 32 and 64 rows. */
 #define GK_SKINNY_KERNEL(dname, T, MT)                                                     \
-  GK_KERNEL __launch_bounds__(GK_MATMUL_SKINNY_THREADS)                                   \
+  GK_KERNEL __launch_bounds__(GK_MATMUL_SKINNY_THREADS, 2)                                \
       gk_matmul_skinny_##dname##_m##MT(const cuda_matmul_skinny_params p) {              \
     matmul_skinny_impl<T, MT>(p);                                                         \
   }
