@@ -342,6 +342,40 @@ START_TEST(mixed_batch) {
 }
 END_TEST
 
+/* Prompts of one length from position 0 in one forward (the generator's
+ * batched prefill, which attends with the backend's prefill attention
+ * rather than the paged one): each sequence's logits against the reference. */
+START_TEST(equal_prompts) {
+  fixture f;
+  fixture_open(&f, _i, REF_LLAMA, 0);
+  test_rng rng = test_rng_for(2000 + (uint64_t)_i);
+  enum { SEQS = 3, LEN = 12 };
+  int32_t prompts[SEQS][LEN];
+  gllmk_session *s = open_session(f.model, 256, 4);
+  gllmk_seq_input in[SEQS];
+  for (int i = 0; i < SEQS; i++) {
+    random_tokens(&rng, f.vocab, prompts[i], LEN);
+    uint32_t seq;
+    must(gllmk_session_seq_add(s, &seq), "seq_add");
+    in[i] = (gllmk_seq_input){seq, LEN, prompts[i]};
+  }
+  gllmk_tensor logits;
+  must(gllmk_session_forward(s, in, SEQS, NULL, &logits, NULL), "three prompts");
+  double *got = malloc(sizeof(double) * SEQS * f.vocab), *want = malloc(sizeof(double) * f.vocab);
+  ck_assert(got && want);
+  read_logits(&logits, got);
+  for (int i = 0; i < SEQS; i++) {
+    ref_last(&f, prompts[i], LEN, want);
+    double error = row_error(got + (size_t)i * f.vocab, want, f.vocab);
+    ck_assert_msg(error <= tolerance(GLLMK_F32), "prompt %d: vs the reference %.3g", i, error);
+  }
+  gllmk_session_destroy(s);
+  free(got);
+  free(want);
+  fixture_close(&f);
+}
+END_TEST
+
 /* ---------------------------------------------- cache and bad requests */
 
 static void expect_error(gllmk_status status, gllmk_status expected, const char *needle) {
@@ -819,6 +853,7 @@ int main(int argc, char **argv) {
     TCase *tc = test_tcase(backends[b].name);
     tcase_add_loop_test(tc, families, b * FAMILY_CASES, (b + 1) * FAMILY_CASES);
     tcase_add_loop_test(tc, mixed_batch, b, b + 1);
+    tcase_add_loop_test(tc, equal_prompts, b, b + 1);
     tcase_add_loop_test(tc, cache_blocks, b, b + 1);
     tcase_add_loop_test(tc, position_limit, b, b + 1);
     tcase_add_loop_test(tc, synthetic_tiny, b, b + 1);

@@ -85,6 +85,7 @@ typedef struct pass {
   const model_config *c; /* the rank's share */
   float eps;
   int64_t t; /* tokens */
+  uint32_t prompt_rows; /* step_layout's */
   step_tensors idx;
   gllmk_tensor residual, normed, qkv, qk, q, k, attn, proj, gate_up, act; /* q, k: views of qk */
 } pass;
@@ -120,6 +121,35 @@ static gllmk_status position_heads(const pass *p, const layer_weights *w) {
   return GLLMK_OK;
 }
 
+/* [T, H, D] rows of `seqs` sequences of equal length as [seqs, T / seqs, H, D]. */
+static void by_sequence(const gllmk_tensor *t, int64_t seqs, gllmk_tensor *out) {
+  *out = *t;
+  out->ndim = 4;
+  out->shape[0] = seqs;
+  out->shape[1] = t->shape[0] / seqs;
+  out->strides[0] = t->strides[0] * out->shape[1];
+  out->strides[1] = t->strides[0];
+  for (int i = 1; i < 3; i++) {
+    out->shape[i + 1] = t->shape[i];
+    out->strides[i + 1] = t->strides[i];
+  }
+}
+
+/* Prompts from position 0 attend only to their own tokens: causal attention
+ * over this step's q, k and v, the backends' prefill kernel, which the
+ * paged one (one query row at a time) is not. */
+static gllmk_status prompt_attention(const pass *p, const gllmk_tensor *v) {
+  const int64_t seqs = p->t / p->prompt_rows;
+  gllmk_tensor q4, k4, v4, out4;
+  by_sequence(&p->q, seqs, &q4);
+  by_sequence(&p->k, seqs, &k4);
+  by_sequence(v, seqs, &v4);
+  by_sequence(&p->attn, seqs, &out4);
+  return gllmk_attention(p->shard->context, &(gllmk_attention_args){
+      .out = &out4, .q = &q4, .k = &k4, .v = &v4, .causal = 1,
+      .scale = (float)(1.0 / sqrt((double)p->c->head_dim))});
+}
+
 /* From the normed input to the o projection (a partial sum with several ranks). */
 static gllmk_status attention_block(const pass *p, uint32_t index) {
   gllmk_context *ctx = p->shard->context;
@@ -132,7 +162,8 @@ static gllmk_status attention_block(const pass *p, uint32_t index) {
   MODEL_TRY(gllmk_kv_append(ctx, &(gllmk_kv_append_args){
       .k_cache = &p->shard->k_cache[index], .v_cache = &p->shard->v_cache[index], .k = &p->k,
       .v = &v_view, .slots = &p->idx.slots}));
-  MODEL_TRY(gllmk_paged_attention(ctx, &(gllmk_paged_attention_args){
+  if (p->prompt_rows) MODEL_TRY(prompt_attention(p, &v_view));
+  else MODEL_TRY(gllmk_paged_attention(ctx, &(gllmk_paged_attention_args){
       .out = &p->attn, .q = &p->q, .k_cache = &p->shard->k_cache[index],
       .v_cache = &p->shard->v_cache[index], .block_table = &p->idx.block_table,
       .q_starts = &p->idx.q_starts, .seq_lens = &p->idx.seq_lens,
@@ -187,6 +218,7 @@ static gllmk_status make_pass(session_state *s, uint32_t rank, const step_layout
   p->c = &s->model->local;
   p->eps = (float)p->c->rms_eps;
   p->t = l->tokens;
+  p->prompt_rows = l->prompt_rows;
   MODEL_TRY(make_step_tensors(shard, s->max_blocks_per_seq, l, &p->idx));
   const struct { const gllmk_tensor *from; gllmk_tensor *to; } views[] = {
       {&x->residual, &p->residual}, {&x->normed, &p->normed}, {&x->qkv, &p->qkv},

@@ -169,6 +169,9 @@ typedef struct seq_state {
  * forward of `tokens` new tokens of `seqs` sequences. */
 typedef struct step_layout {
   uint32_t tokens, seqs;
+  /* Tokens of each sequence when every sequence of the step is a prompt of
+   * that many tokens from position 0 (its attention needs no cache), else 0. */
+  uint32_t prompt_rows;
   uint64_t ids, positions, slots, q_starts, seq_lens, last_rows, block_table, total;
 } step_layout;
 

@@ -157,6 +157,14 @@ static gllmk_status replay_decode(session_state *s, const step_layout *l) {
   return GLLMK_OK;
 }
 
+/* The token count of every sequence when each starts a prompt (nothing in
+ * the cache) of that same length, 0 otherwise. */
+static uint32_t whole_prompts(const session_state *s, const gllmk_seq_input *inputs, uint32_t count) {
+  for (uint32_t i = 0; i < count; i++)
+    if (s->seqs[inputs[i].seq].length != 0 || inputs[i].token_count != inputs[0].token_count) return 0;
+  return inputs[0].token_count;
+}
+
 static gllmk_status run_step(session_state *s, const gllmk_seq_input *inputs, uint32_t count,
                              uint32_t tokens) {
   bool decode = tokens == count;
@@ -167,6 +175,7 @@ static gllmk_status run_step(session_state *s, const gllmk_seq_input *inputs, ui
   }
   step_layout l;
   step_layout_for(s, decode ? seqs : tokens, seqs, &l);
+  l.prompt_rows = decode ? 0 : whole_prompts(s, inputs, count);
   fill_step(s, inputs, count, &l);
   for (uint32_t r = 0; r < s->model->ranks; r++)
     MODEL_TRY(gllmk_buffer_write(s->shards[r].step_buffer, 0, s->step_host, l.total * 4));
