@@ -49,11 +49,12 @@
 # nvidia-nccl wheel where the system has none.
 #
 # Generator speed (`gen` part, issue 23): the conformance suite on cuda
-# (and its quick sizes under memcheck and racecheck), tests/model, the matmul rows of
-# gllmk-bench (decode batches of 1 and 32 through every Llama-3-8B weight)
-# against PyTorch, and tools/bench/generator_peer.py: gllmk-generate against
-# an eager PyTorch forward of the same shapes (decode at batch 1 and 32,
-# prefill of 2048 tokens, time to first token), with the issue's ratios.
+# (its quick sizes under memcheck and replayed from recordings), tests/model,
+# the matmul rows of gllmk-bench (decode batches of 1 and 32 through every
+# Llama-3-8B weight) against PyTorch, tools/bench/generator_peer.py:
+# gllmk-generate against an eager PyTorch forward of the same shapes (decode
+# at batch 1 and 32, prefill of 2048 tokens, time to first token) with the
+# issue's ratios, and decode again without programmatic dependent launch.
 #
 # usage: tools/device-check.sh [--quick] [cuda] [vulkan] [model] [gen] [tp]
 #   --quick  quick sizes everywhere
@@ -213,17 +214,21 @@ if wants gen; then
   step "conformance (cuda)" "$out/conformance.log" build/tests/conformance $quick
   step "conformance under memcheck" "$out/memcheck.log" \
     compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 build/tests/conformance --quick
-  step "conformance under racecheck" "$out/racecheck.log" \
-    compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 --print-limit 20 \
-    build/tests/conformance --quick
+  step "conformance --record (cuda)" "$out/conformance-record.log" build/tests/conformance --record --quick
   unset CK_RUN_CASE CK_FORK
   step "model tests (cuda)" "$out/model-cuda.log" env CK_RUN_CASE=cuda build/tests/model --backend cuda
-  step "gllmk-bench matmul rows (cuda)" "$out/bench-matmul.json" sh -c "$bench_json" _ cuda --filter matmul
+  step "gllmk-bench matmul rows (cuda)" "$out/bench-matmul.json" sh -c "$bench_json" _ cuda --filter matmul/decode
   step "decode matmul vs PyTorch" "$out/torch_peer.txt" \
     env PYTHONUNBUFFERED=1 python3 tools/bench/torch_peer.py --quick --json "$out/torch_peer.json" \
     --bench-json "$out/bench-matmul.json"
   step "generator vs PyTorch eager" "$out/generator-peer.txt" \
     env PYTHONUNBUFFERED=1 python3 tools/bench/generator_peer.py --json "$out/generator-peer.json"
+  # What programmatic dependent launch gives: the same decode without it.
+  for batch in 1 32; do
+    step "decode b$batch, no programmatic launch" "$out/no-pdl-b$batch.json" env GLLMK_CUDA_PDL=0 \
+      build/bin/gllmk-generate --synthetic llama3-8b --prompt-len 1024 --batch $batch --max-new 65 --json --quiet
+  done
+  grep -h '"decode_tokens_per_s"' "$out"/no-pdl-b*.json | sed 's/^/without programmatic launch (b1, b32): /'
 fi
 
 if wants tp; then

@@ -45,6 +45,27 @@ enum {
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 };
 
+/* cuLaunchKernelEx: a kernel may start while the one ahead of it in the
+ * stream finishes (it waits with griddepcontrol.wait before touching
+ * memory). The attribute value is a 64-byte union; this one is an int. */
+enum {
+  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
+};
+typedef struct CUlaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmatic_stream_serialization;
+  } value;
+} CUlaunchAttribute;
+typedef struct CUlaunchConfig {
+  unsigned int grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  CUstream stream;
+  CUlaunchAttribute *attributes;
+  unsigned int attribute_count;
+} CUlaunchConfig;
+
 /* cuStreamBeginCapture: other threads' unsafe calls do not invalidate it. */
 enum {
   CU_STREAM_CAPTURE_MODE_RELAXED = 2,

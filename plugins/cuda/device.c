@@ -7,6 +7,7 @@
  * cuda_launch and cuda_scratch; nothing here calls up into them.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "fatbin.h"
 #include "internal.h"
@@ -27,6 +28,14 @@ gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, u
                          uint32_t gz, uint32_t threads, uint32_t smem, void *params) {
   if (dev->planning) return GLLMK_OK;
   void *args[1] = {params};
+  if (dev->programmatic) {
+    CUlaunchAttribute attribute;
+    memset(&attribute, 0, sizeof attribute);
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmatic_stream_serialization = 1;
+    const CUlaunchConfig config = {gx, gy, gz, threads, 1, 1, smem, dev->stream, &attribute, 1};
+    return cuda_check(cu.cuLaunchKernelEx(&config, dev->kernels[kernel], args, NULL), "cuLaunchKernelEx");
+  }
   return cuda_check(cu.cuLaunchKernel(dev->kernels[kernel], gx, gy, gz, threads, 1, 1, smem, dev->stream, args, NULL),
                     "cuLaunchKernel");
 }
@@ -205,6 +214,9 @@ gllmk_status cuda_open(const gllmk_plugin_open_options *options, gllmk_plugin_de
   dev->multiprocessors = device_attribute(dev->device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
   dev->smem_optin = device_attribute(dev->device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   dev->smem_per_sm = device_attribute(dev->device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+  /* GLLMK_CUDA_PDL=0 turns it off, to measure what it gives. */
+  const char *pdl = getenv("GLLMK_CUDA_PDL");
+  dev->programmatic = dev->sm >= 90 && cu.cuLaunchKernelEx && !(pdl && strcmp(pdl, "0") == 0);
   gllmk_status status =
       cuda_check(cu.cuDevicePrimaryCtxRetain(&dev->context, dev->device), "cuDevicePrimaryCtxRetain");
   if (status != GLLMK_OK) {

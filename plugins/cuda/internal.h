@@ -91,6 +91,10 @@ struct gllmk_plugin_device {
   int multiprocessors;
   int smem_optin;      /* bytes of shared memory a block may opt in to */
   int smem_per_sm;     /* bytes of shared memory of one multiprocessor */
+  /* sm_90: kernels are launched with programmatic stream serialization, so
+   * each may start (and wait in gk_grid_dependency) while the one ahead of
+   * it in the stream drains; in a CUDA graph too. */
+  int programmatic;
   /* Device error word: kernels set GK_ERROR_* bits, synchronize reports. */
   volatile uint32_t *error_host;
   CUdeviceptr error_device;

@@ -615,6 +615,7 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const cuda_at
 
 #define GK_ATTENTION_ROWS_KERNEL(dname, T, DP)                                                       \
   GK_KERNEL __launch_bounds__(32) gk_attention_rows_##dname##_d##DP(const cuda_attention_params p) { \
+    gk_grid_dependency();                                                                            \
     attention_rows_mma_impl<T, DP>(p);                                                               \
   }
 GK_ATTENTION_ROWS_KERNEL(f16, f16, 64)
@@ -770,6 +771,7 @@ __device__ void attention_mma_impl(const cuda_attention_params &p) {
 
 #define GK_ATTENTION_MMA_KERNEL(dname, T, DP)                                                        \
   GK_KERNEL __launch_bounds__(128) gk_attention_mma_##dname##_d##DP(const cuda_attention_params p) { \
+    gk_grid_dependency();                                                                            \
     attention_mma_impl<T, DP>(p);                                                                    \
   }
 GK_ATTENTION_MMA_KERNEL(f16, f16, 64)
@@ -1012,6 +1014,7 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_atten
 #define GK_ATTENTION_WGMMA_KERNEL(dname, T, DP)                                                  \
   GK_KERNEL __launch_bounds__(GK_ATTENTION_WGMMA_THREADS, 1) gk_attention_wgmma_##dname##_d##DP( \
       const cuda_attention_params p) {                                                           \
+    gk_grid_dependency();                                                                        \
     attention_wgmma_impl<T, DP>(p);                                                              \
   }
 GK_ATTENTION_WGMMA_KERNEL(f16, f16, 64)

@@ -20,12 +20,27 @@ typedef __nv_bfloat16 bf16;
 
 #define GK_KERNEL extern "C" __global__ void
 
+/* The first statement of every kernel. The host launches kernels with
+ * programmatic stream serialization on sm_90 (device.c), which lets a
+ * kernel's blocks start before the kernel ahead of it in the stream has
+ * finished: here each waits for that kernel to complete and its writes to
+ * be visible, then lets the kernel after it start its own blocks (which
+ * wait the same way), so a launch's latency hides behind the tail of the
+ * kernel before. Launched without the attribute, or before sm_90, both are
+ * no-ops. */
+__device__ __forceinline__ void gk_grid_dependency() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 /* Instantiates kernel gk_<name>_<dtype> calling impl<T>(params) for the three
  * float storage types. */
 #define GK_FLOAT_KERNELS(name, impl, params_t, bounds)                                 \
-  GK_KERNEL bounds gk_##name##_f32(const params_t p) { impl<float>(p); }               \
-  GK_KERNEL bounds gk_##name##_f16(const params_t p) { impl<f16>(p); }                 \
-  GK_KERNEL bounds gk_##name##_bf16(const params_t p) { impl<bf16>(p); }
+  GK_KERNEL bounds gk_##name##_f32(const params_t p) { gk_grid_dependency(); impl<float>(p); } \
+  GK_KERNEL bounds gk_##name##_f16(const params_t p) { gk_grid_dependency(); impl<f16>(p); }   \
+  GK_KERNEL bounds gk_##name##_bf16(const params_t p) { gk_grid_dependency(); impl<bf16>(p); }
 
 /* ------------------------------------------------------------- conversion */
 
