@@ -54,7 +54,8 @@
 # Llama-3-8B weight) against PyTorch, tools/bench/generator_peer.py:
 # gllmk-generate against an eager PyTorch forward of the same shapes (decode
 # at batch 1 and 32, prefill of 2048 tokens, time to first token) with the
-# issue's ratios, and decode again without programmatic dependent launch.
+# issue's ratios, decode again without programmatic dependent launch, and
+# each op of a decode step timed alone (tools/bench/trace_summary.py).
 #
 # usage: tools/device-check.sh [--quick] [cuda] [vulkan] [model] [gen] [tp]
 #   --quick  quick sizes everywhere
@@ -229,6 +230,12 @@ if wants gen; then
       build/bin/gllmk-generate --synthetic llama3-8b --prompt-len 1024 --batch $batch --max-new 65 --json --quiet
   done
   grep -h '"decode_tokens_per_s"' "$out"/no-pdl-b*.json | sed 's/^/without programmatic launch (b1, b32): /'
+  # Each op of a decode step timed alone (call by call), per op and shape.
+  for batch in 1 32; do
+    step "decode b$batch, per-op trace" "$out/trace-b$batch.txt" sh -c "build/bin/gllmk-generate \
+      --synthetic llama3-8b --prompt-len 1024 --batch $batch --max-new 4 --quiet --trace /tmp/gllmk-trace.json \
+      >/dev/null && python3 tools/bench/trace_summary.py /tmp/gllmk-trace.json"
+  done
 fi
 
 if wants tp; then
@@ -265,7 +272,7 @@ done
 echo
 cat "$out/torch_peer.txt" 2>/dev/null | sed -n '/^context creation/,$p'
 echo
-cat "$out/generator-peer.txt" 2>/dev/null
+cat "$out/generator-peer.txt" "$out/trace-b1.txt" "$out/trace-b32.txt" 2>/dev/null
 echo
 cat "$out/generate-check-cuda.txt" "$out/generate-check-vulkan.txt" "$out/load-speed.txt" \
   "$out/generate-speed.txt" 2>/dev/null

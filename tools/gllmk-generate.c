@@ -154,6 +154,8 @@ static void usage(FILE *out) {
         "generated token came from. --trace writes a Chrome trace (Perfetto,\n"
         "chrome://tracing) of every op with its device time, by phase (load,\n"
         "prefill, decode step N).\n"
+        "--max-batch-tokens defaults to the whole prompt (up to 8192 tokens; a batch's\n"
+        "prompts packed up to 4096), at least 512.\n"
         "--tp N splits the model over N devices of the backend (tensor parallelism:\n"
         "cuda through NCCL, one GPU each; cpu: N contexts through a loopback); the\n"
         "limit then counts every device's copy bandwidth, and one all-reduce of a\n"
@@ -477,6 +479,17 @@ static int make_prompt(generator *g) {
 
 /* A cache for every sequence's prompt and generated tokens, each sequence
  * rounded up to whole blocks (or --cache-tokens if larger). */
+/* --max-batch-tokens when not given: a whole prompt per forward up to 8192
+ * tokens (prefill's attention then needs no cache, and its matmuls have
+ * rows enough for the tensor cores), prompts of a batch packed up to 4096,
+ * never fewer than 512. */
+static uint32_t default_batch_tokens(uint32_t prompt_len, uint32_t batch) {
+  uint64_t all = (uint64_t)prompt_len * batch, cap = prompt_len > 4096 ? prompt_len : 4096;
+  if (cap > 8192) cap = 8192;
+  uint64_t tokens = all < cap ? all : cap;
+  return tokens < 512 ? 512 : (uint32_t)tokens;
+}
+
 static int create_session(generator *g) {
   uint64_t per_sequence = (uint64_t)g->prompt_len + g->max_new;
   per_sequence = (per_sequence + CACHE_BLOCK_TOKENS - 1) / CACHE_BLOCK_TOKENS * CACHE_BLOCK_TOKENS;
@@ -486,7 +499,8 @@ static int create_session(generator *g) {
       .cache_tokens = g->o->cache_tokens > needed ? g->o->cache_tokens : needed,
       .block_size = CACHE_BLOCK_TOKENS,
       .max_sequences = g->batch,
-      .max_batch_tokens = g->o->max_batch_tokens,
+      .max_batch_tokens = g->o->max_batch_tokens ? g->o->max_batch_tokens
+                                                 : default_batch_tokens(g->prompt_len, g->batch),
   };
   gllmk_session_stats stats;
   if (gllmk_session_create(g->model, &session, &g->session))
