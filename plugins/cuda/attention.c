@@ -14,6 +14,9 @@
 
 #include "launch.h"
 
+/* Splits of a paged attention's keys at most (each row's combine reads them all). */
+#define CUDA_PAGED_SPLITS 32
+
 /* Kernels are picked as CK_<kernel>_f32 + variant(dtype), and
  * CK_attention_<rows|mma|wgmma>_f16_d64 + (dtype == GLLMK_BF16) + 2 * i for
  * head dims padded to 64 << i. */
@@ -65,18 +68,23 @@ static gllmk_status launch_attention_rows(gllmk_plugin_device *dev, cuda_attenti
     return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention with head_dim %d in %s exceeds this device",
                            p->head_dim, dtype == GLLMK_F32 ? "f32" : "16-bit");
   /* Split the keys until there are about four waves of blocks (each split
-   * still a few tiles long), so that few rows still fill the device. */
+   * still a few tiles long), so that few rows still fill the device. Paged
+   * attention's kernels share out each block's actual keys among the splits
+   * (keys_per_split), so only its split count is chosen here, against the
+   * block table's capacity, at most CUDA_PAGED_SPLITS (the combine's work). */
   int64_t resident = (int64_t)dev->smem_per_sm / (smem + 1024);
   if (resident > 2048 / threads) resident = 2048 / threads;
   if (resident > 32) resident = 32;
   if (resident < 1) resident = 1;
-  const int64_t min_split_keys = tensor_cores ? 8 * GK_ATTENTION_KEYS : 4 * GK_ATTENTION_KEYS;
+  const int64_t min_split_keys =
+      p->paged ? GK_ATTENTION_KEYS : tensor_cores ? 8 * GK_ATTENTION_KEYS : 4 * GK_ATTENTION_KEYS;
   int64_t splits = ceil_div(4 * resident * dev->multiprocessors, gx * gy);
   if (splits > ceil_div(max_keys, min_split_keys)) splits = ceil_div(max_keys, min_split_keys);
+  if (p->paged && splits > CUDA_PAGED_SPLITS) splits = CUDA_PAGED_SPLITS;
   if (splits < 1) splits = 1;
   int64_t split_keys = ceil_div(ceil_div(max_keys, splits), GK_ATTENTION_KEYS) * GK_ATTENTION_KEYS;
   if (split_keys < GK_ATTENTION_KEYS) split_keys = GK_ATTENTION_KEYS;
-  splits = ceil_div(max_keys, split_keys);
+  if (!p->paged) splits = ceil_div(max_keys, split_keys);
   if (splits < 1) splits = 1;
   if (splits > MAX_GRID_YZ) return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention over too many keys");
   p->splits = (int32_t)splits;

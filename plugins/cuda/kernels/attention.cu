@@ -236,6 +236,18 @@ __device__ void finish_row(const cuda_attention_params &p, const warp_row &w, in
 /* Block: tokens [x * tokens_per_block, ...) x heads_per_block heads of kv
  * head hk (blockIdx.y / chunks), keys of split blockIdx.z. The tokens of a
  * block may span sequences; each sequence present is one pass over its keys. */
+/* Keys a split of the block takes (split z: [z n, z n + n)). Contiguous
+ * attention splits at p.split_keys; paged attention shares out the keys the
+ * block's rows see (known only here, from seq_lens) among its p.splits, so
+ * that a count chosen once, and kept in a recorded decode step, still
+ * divides the work evenly as the sequences grow. Multiples of the tile. */
+__device__ __forceinline__ int keys_per_split(const cuda_attention_params &p, int block_end) {
+  if (!p.paged) return p.split_keys;
+  const int share = (block_end + p.splits - 1) / p.splits;
+  const int tiles = (share + GK_ATTENTION_KEYS - 1) / GK_ATTENTION_KEYS;
+  return (tiles > 1 ? tiles : 1) * GK_ATTENTION_KEYS;
+}
+
 template <class T> __device__ void attention_simt_impl(const cuda_attention_params &p) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int d = p.head_dim, warp = threadIdx.x >> 5;
@@ -266,8 +278,9 @@ template <class T> __device__ void attention_simt_impl(const cuda_attention_para
     /* The block's last token of this sequence sees the most keys. */
     const int64_t seq_end = s.q_start + s.q_len < t_end ? s.q_start + s.q_len : t_end;
     const int block_end = seq_end > s.q_start ? visible_end(p, s, seq_end - 1 - s.q_start) : 0;
-    const int k_begin = p.splits > 1 ? blockIdx.z * p.split_keys : 0;
-    const int k_end = p.splits > 1 && k_begin + p.split_keys < block_end ? k_begin + p.split_keys : block_end;
+    const int split_keys = keys_per_split(p, block_end);
+    const int k_begin = p.splits > 1 ? blockIdx.z * split_keys : 0;
+    const int k_end = p.splits > 1 && k_begin + split_keys < block_end ? k_begin + split_keys : block_end;
 
     if (active) {
       const T *q = ptr_at<const T>(p.q, q_row_at(p, seq, t, i, h));
@@ -489,8 +502,9 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const cuda_at
     }
     int block_end = max(row_end[0], row_end[1]);
     for (int o = 16; o > 0; o >>= 1) block_end = max(block_end, __shfl_xor_sync(0xffffffffu, block_end, o));
-    const int k_begin = p.splits > 1 ? blockIdx.z * p.split_keys : 0;
-    const int k_end = p.splits > 1 && k_begin + p.split_keys < block_end ? k_begin + p.split_keys : block_end;
+    const int split_keys = keys_per_split(p, block_end);
+    const int k_begin = p.splits > 1 ? blockIdx.z * split_keys : 0;
+    const int k_end = p.splits > 1 && k_begin + split_keys < block_end ? k_begin + split_keys : block_end;
     const int ntiles = k_end > k_begin ? (k_end - k_begin + KEYS - 1) / KEYS : 0;
 
     for (int q = lane; q < ROWS * CH; q += 32) {

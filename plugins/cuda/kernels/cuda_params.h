@@ -162,7 +162,7 @@ typedef struct cuda_attention_params {
   int32_t q_heads, kv_heads, head_dim;
   int32_t block_size, num_blocks, max_blocks; /* paged only */
   int32_t causal, paged;
-  int32_t splits, split_keys;   /* keys [s * split_keys, (s + 1) * split_keys) */
+  int32_t splits, split_keys;   /* keys [s * split_keys, (s + 1) * split_keys); paged: see keys_per_split */
   int32_t heads_per_block, tokens_per_block; /* SIMT kernel's row grouping */
   int32_t stages; /* SIMT kernel: 2 = double-buffered key/value tiles */
   int32_t vec;    /* q, k, v rows 16-byte aligned */
