@@ -71,13 +71,17 @@ static gllmk_status launch_attention_rows(gllmk_plugin_device *dev, cuda_attenti
    * still a few tiles long), so that few rows still fill the device. Paged
    * attention's kernels share out each block's actual keys among the splits
    * (keys_per_split), so only its split count is chosen here, against the
-   * block table's capacity, at most CUDA_PAGED_SPLITS (the combine's work). */
+   * block table's capacity, at most CUDA_PAGED_SPLITS (the combine's work);
+   * with blocks for under a quarter of the multiprocessors (decode of one
+   * or two sequences) down to one tile a split. */
   int64_t resident = (int64_t)dev->smem_per_sm / (smem + 1024);
   if (resident > 2048 / threads) resident = 2048 / threads;
   if (resident > 32) resident = 32;
   if (resident < 1) resident = 1;
-  const int64_t min_split_keys =
-      p->paged ? GK_ATTENTION_KEYS : tensor_cores ? 8 * GK_ATTENTION_KEYS : 4 * GK_ATTENTION_KEYS;
+  const int few_blocks = 4 * gx * gy < dev->multiprocessors;
+  const int64_t min_split_keys = p->paged && few_blocks ? GK_ATTENTION_KEYS
+                                 : tensor_cores         ? 8 * GK_ATTENTION_KEYS
+                                                        : 4 * GK_ATTENTION_KEYS;
   int64_t splits = ceil_div(4 * resident * dev->multiprocessors, gx * gy);
   if (splits > ceil_div(max_keys, min_split_keys)) splits = ceil_div(max_keys, min_split_keys);
   if (p->paged && splits > CUDA_PAGED_SPLITS) splits = CUDA_PAGED_SPLITS;
