@@ -40,27 +40,37 @@ gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, u
                     "cuLaunchKernel");
 }
 
-gllmk_status cuda_scratch(gllmk_plugin_device *dev, size_t bytes, CUdeviceptr *out) {
-  if (dev->planning) {
-    *out = 0;
-    return GLLMK_OK;
-  }
-  if (dev->scratch_size < bytes) {
-    if (dev->capturing)
-      return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention scratch cannot grow while recording");
-    if (dev->scratch && dev->recordings && dev->retired_count == (int)(sizeof dev->retired / sizeof dev->retired[0]))
-      return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention scratch outgrown too often while recordings live");
-    /* Queued work may still read the old buffer. */
-    gllmk_status status = cuda_check(cu.cuStreamSynchronize(dev->stream), "cuStreamSynchronize");
-    if (status != GLLMK_OK) return status;
+/* Replaces the scratch with one of at least `bytes` (not while capturing:
+ * the old one may be in use by queued work, which needs a synchronize). */
+static gllmk_status grow_scratch(gllmk_plugin_device *dev, size_t bytes) {
+  if (dev->capturing)
+    return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention scratch cannot grow while recording");
+  if (dev->scratch && dev->recordings && dev->retired_count == (int)(sizeof dev->retired / sizeof dev->retired[0]))
+    return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention scratch outgrown too often while recordings live");
+  gllmk_status status = cuda_enter(dev); /* cuda_<op>_supports runs without */
+  if (status != GLLMK_OK) return status;
+  /* Queued work may still read the old buffer. */
+  status = cuda_check(cu.cuStreamSynchronize(dev->stream), "cuStreamSynchronize");
+  if (status == GLLMK_OK) {
     if (dev->scratch && dev->recordings) dev->retired[dev->retired_count++] = dev->scratch;
     else if (dev->scratch) cu.cuMemFree(dev->scratch);
     dev->scratch = 0;
     dev->scratch_size = 0;
     const size_t size = bytes + bytes / 2;
     status = cuda_check(cu.cuMemAlloc(&dev->scratch, size), "cuMemAlloc (attention scratch)");
+    if (status == GLLMK_OK) dev->scratch_size = size;
+  }
+  cuda_leave(dev);
+  return status;
+}
+
+/* Grown when planning too: the core asks cuda_<op>_supports at every call,
+ * also while recording, so the scratch a recorded call needs exists before
+ * the recording is compiled into a CUDA graph, where it cannot grow. */
+gllmk_status cuda_scratch(gllmk_plugin_device *dev, size_t bytes, CUdeviceptr *out) {
+  if (dev->scratch_size < bytes) {
+    const gllmk_status status = grow_scratch(dev, bytes);
     if (status != GLLMK_OK) return status;
-    dev->scratch_size = size;
   }
   *out = dev->scratch;
   return GLLMK_OK;
