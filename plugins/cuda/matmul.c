@@ -44,11 +44,12 @@ static int64_t matrix_batch_stride(const gllmk_tensor *t) {
   return 0;
 }
 
-/* matmul_skinny for M <= 64 rows: blocks of 64 columns, and while those
- * are fewer than CUDA_SKINNY_BLOCKS_PER_SM per multiprocessor, K split
- * among that many blocks (at least 512 of K each), so that every
- * multiprocessor streams b. Fewer tiles than blocks wanted means at most
- * twice that many blocks in all, which the partial buffer holds. */
+/* matmul_skinny for M <= 64 rows: blocks of GK_MATMUL_SKINNY_BN columns,
+ * and while those are fewer than CUDA_SKINNY_BLOCKS_PER_SM per
+ * multiprocessor, K split among that many blocks (at least 512 of K each),
+ * so that every multiprocessor streams b. Fewer tiles than blocks wanted
+ * means at most twice that many blocks in all, which the partial buffer
+ * holds. */
 static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_params *p, int32_t dtype) {
   cuda_matmul_skinny_params sp;
   memset(&sp, 0, sizeof sp);

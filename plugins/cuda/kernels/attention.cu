@@ -233,9 +233,6 @@ __device__ void finish_row(const cuda_attention_params &p, const warp_row &w, in
     }
 }
 
-/* Block: tokens [x * tokens_per_block, ...) x heads_per_block heads of kv
- * head hk (blockIdx.y / chunks), keys of split blockIdx.z. The tokens of a
- * block may span sequences; each sequence present is one pass over its keys. */
 /* Keys a split of the block takes (split z: [z n, z n + n)). Contiguous
  * attention splits at p.split_keys; paged attention shares out the keys the
  * block's rows see (known only here, from seq_lens) among its p.splits, so
@@ -248,6 +245,9 @@ __device__ __forceinline__ int keys_per_split(const cuda_attention_params &p, in
   return (tiles > 1 ? tiles : 1) * GK_ATTENTION_KEYS;
 }
 
+/* Block: tokens [x * tokens_per_block, ...) x heads_per_block heads of kv
+ * head hk (blockIdx.y / chunks), keys of split blockIdx.z. The tokens of a
+ * block may span sequences; each sequence present is one pass over its keys. */
 template <class T> __device__ void attention_simt_impl(const cuda_attention_params &p) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int d = p.head_dim, warp = threadIdx.x >> 5;
@@ -627,11 +627,9 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const cuda_at
 #endif
 }
 
-#define GK_ATTENTION_ROWS_KERNEL(dname, T, DP)                                                       \
-  GK_KERNEL __launch_bounds__(32) gk_attention_rows_##dname##_d##DP(const cuda_attention_params p) { \
-    gk_grid_dependency();                                                                            \
-    attention_rows_mma_impl<T, DP>(p);                                                               \
-  }
+#define GK_ATTENTION_ROWS_KERNEL(dname, T, DP)                                                 \
+  GK_ENTRY(__launch_bounds__(32), gk_attention_rows_##dname##_d##DP, cuda_attention_params, \
+           attention_rows_mma_impl<T, DP>(p))
 GK_ATTENTION_ROWS_KERNEL(f16, f16, 64)
 GK_ATTENTION_ROWS_KERNEL(bf16, bf16, 64)
 GK_ATTENTION_ROWS_KERNEL(f16, f16, 128)
@@ -783,11 +781,9 @@ __device__ void attention_mma_impl(const cuda_attention_params &p) {
 #endif
 }
 
-#define GK_ATTENTION_MMA_KERNEL(dname, T, DP)                                                        \
-  GK_KERNEL __launch_bounds__(128) gk_attention_mma_##dname##_d##DP(const cuda_attention_params p) { \
-    gk_grid_dependency();                                                                            \
-    attention_mma_impl<T, DP>(p);                                                                    \
-  }
+#define GK_ATTENTION_MMA_KERNEL(dname, T, DP)                                                \
+  GK_ENTRY(__launch_bounds__(128), gk_attention_mma_##dname##_d##DP, cuda_attention_params, \
+           attention_mma_impl<T, DP>(p))
 GK_ATTENTION_MMA_KERNEL(f16, f16, 64)
 GK_ATTENTION_MMA_KERNEL(f16, f16, 128)
 GK_ATTENTION_MMA_KERNEL(f16, f16, 256)
@@ -1025,12 +1021,9 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_atten
 #endif
 }
 
-#define GK_ATTENTION_WGMMA_KERNEL(dname, T, DP)                                                  \
-  GK_KERNEL __launch_bounds__(GK_ATTENTION_WGMMA_THREADS, 1) gk_attention_wgmma_##dname##_d##DP( \
-      const cuda_attention_params p) {                                                           \
-    gk_grid_dependency();                                                                        \
-    attention_wgmma_impl<T, DP>(p);                                                              \
-  }
+#define GK_ATTENTION_WGMMA_KERNEL(dname, T, DP)                                                      \
+  GK_ENTRY(__launch_bounds__(GK_ATTENTION_WGMMA_THREADS, 1), gk_attention_wgmma_##dname##_d##DP, \
+           cuda_attention_params, attention_wgmma_impl<T, DP>(p))
 GK_ATTENTION_WGMMA_KERNEL(f16, f16, 64)
 GK_ATTENTION_WGMMA_KERNEL(bf16, bf16, 64)
 GK_ATTENTION_WGMMA_KERNEL(f16, f16, 128)

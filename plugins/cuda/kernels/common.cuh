@@ -20,7 +20,7 @@ typedef __nv_bfloat16 bf16;
 
 #define GK_KERNEL extern "C" __global__ void
 
-/* The first statement of every kernel. The host launches kernels with
+/* The first statement of every kernel (GK_ENTRY). The host launches kernels with
  * programmatic stream serialization on sm_90 (device.c), which lets the
  * launch of a kernel overlap the end of the kernel ahead of it in the
  * stream: here each waits for that kernel to complete and its writes to be
@@ -35,12 +35,22 @@ __device__ __forceinline__ void gk_grid_dependency() {
 #endif
 }
 
+/* Defines kernel `name` (launch bounds `bounds`) of one parameter block p
+ * of type params_t, whose body is the statement after gk_grid_dependency:
+ * every kernel is defined through this, so none can touch memory before the
+ * kernel ahead of it has finished. */
+#define GK_ENTRY(bounds, name, params_t, ...) \
+  GK_KERNEL bounds name(const params_t p) {   \
+    gk_grid_dependency();                     \
+    __VA_ARGS__;                              \
+  }
+
 /* Instantiates kernel gk_<name>_<dtype> calling impl<T>(params) for the three
  * float storage types. */
-#define GK_FLOAT_KERNELS(name, impl, params_t, bounds)                                 \
-  GK_KERNEL bounds gk_##name##_f32(const params_t p) { gk_grid_dependency(); impl<float>(p); } \
-  GK_KERNEL bounds gk_##name##_f16(const params_t p) { gk_grid_dependency(); impl<f16>(p); }   \
-  GK_KERNEL bounds gk_##name##_bf16(const params_t p) { gk_grid_dependency(); impl<bf16>(p); }
+#define GK_FLOAT_KERNELS(name, impl, params_t, bounds)         \
+  GK_ENTRY(bounds, gk_##name##_f32, params_t, impl<float>(p)) \
+  GK_ENTRY(bounds, gk_##name##_f16, params_t, impl<f16>(p))   \
+  GK_ENTRY(bounds, gk_##name##_bf16, params_t, impl<bf16>(p))
 
 /* ------------------------------------------------------------- conversion */
 

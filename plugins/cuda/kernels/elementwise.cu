@@ -177,10 +177,7 @@ template <class S, class D> __device__ void copy_impl(const cuda_copy_params &p)
 }
 
 #define GK_COPY_KERNEL(sname, S, dname, D) \
-  GK_KERNEL gk_copy_##sname##_##dname(const cuda_copy_params p) { \
-    gk_grid_dependency();                                            \
-    copy_impl<S, D>(p);                                              \
-  }
+  GK_ENTRY(, gk_copy_##sname##_##dname, cuda_copy_params, copy_impl<S, D>(p))
 GK_COPY_KERNEL(f32, float, f32, float)
 GK_COPY_KERNEL(f32, float, f16, f16)
 GK_COPY_KERNEL(f32, float, bf16, bf16)

@@ -346,11 +346,9 @@ __device__ void matmul_mma_impl(const cuda_matmul_params &p) {
 #define MMA_CONFIG 128, 128, 32, 2, 4, 4
 static_assert(mma_tile<MMA_CONFIG>::smem_bytes == GK_MATMUL_MMA_SMEM, "host and kernel agree on shared memory");
 static_assert(mma_tile<MMA_CONFIG>::threads == GK_MATMUL_MMA_THREADS, "host and kernel agree on the block");
-#define GK_MMA_KERNEL(dname, T, lname, KN)                                                       \
-  GK_KERNEL __launch_bounds__(256) gk_matmul_mma_##dname##_##lname(const cuda_matmul_params p) { \
-    gk_grid_dependency();                                                                        \
-    matmul_mma_impl<T, KN, MMA_CONFIG>(p);                                                       \
-  }
+#define GK_MMA_KERNEL(dname, T, lname, KN)                                        \
+  GK_ENTRY(__launch_bounds__(256), gk_matmul_mma_##dname##_##lname, cuda_matmul_params, \
+           matmul_mma_impl<T, KN, MMA_CONFIG>(p))
 GK_MMA_KERNEL(f16, f16, nk, false)
 GK_MMA_KERNEL(f16, f16, kn, true)
 GK_MMA_KERNEL(bf16, bf16, nk, false)
@@ -495,12 +493,9 @@ template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_
 
 /* gk_matmul_skinny_<dtype>_m<BM>: kernels.def lists them f16, bf16 for
  * 16, 32 and 64 rows. */
-#define GK_SKINNY_KERNEL(dname, T, MT)                                                     \
-  GK_KERNEL __launch_bounds__(GK_MATMUL_SKINNY_THREADS, 2)                                \
-      gk_matmul_skinny_##dname##_m##MT(const cuda_matmul_skinny_params p) {              \
-    gk_grid_dependency();                                                                 \
-    matmul_skinny_impl<T, MT>(p);                                                         \
-  }
+#define GK_SKINNY_KERNEL(dname, T, MT)                                                                 \
+  GK_ENTRY(__launch_bounds__(GK_MATMUL_SKINNY_THREADS, 2), gk_matmul_skinny_##dname##_m##MT,             \
+           cuda_matmul_skinny_params, matmul_skinny_impl<T, MT>(p))
 GK_SKINNY_KERNEL(f16, f16, 1)
 GK_SKINNY_KERNEL(bf16, bf16, 1)
 GK_SKINNY_KERNEL(f16, f16, 2)
@@ -600,13 +595,7 @@ template <class T> __device__ void matmul_wgmma_impl(const cuda_matmul_tma_param
 #endif
 }
 
-GK_KERNEL __launch_bounds__(GK_MATMUL_WGMMA_THREADS, 1)
-    gk_matmul_wgmma_f16(const __grid_constant__ cuda_matmul_tma_params p) {
-  gk_grid_dependency();
-  matmul_wgmma_impl<f16>(p);
-}
-GK_KERNEL __launch_bounds__(GK_MATMUL_WGMMA_THREADS, 1)
-    gk_matmul_wgmma_bf16(const __grid_constant__ cuda_matmul_tma_params p) {
-  gk_grid_dependency();
-  matmul_wgmma_impl<bf16>(p);
-}
+GK_ENTRY(__launch_bounds__(GK_MATMUL_WGMMA_THREADS, 1), gk_matmul_wgmma_f16, __grid_constant__ cuda_matmul_tma_params,
+         matmul_wgmma_impl<f16>(p))
+GK_ENTRY(__launch_bounds__(GK_MATMUL_WGMMA_THREADS, 1), gk_matmul_wgmma_bf16, __grid_constant__ cuda_matmul_tma_params,
+         matmul_wgmma_impl<bf16>(p))

@@ -172,15 +172,6 @@ template <class T> __device__ void rope_shared_impl(const cuda_rope_params &p) {
 }
 
 /* f32 rows take the barrier-free kernel, 16-bit rows the shared-angle one. */
-GK_KERNEL gk_rope_f32(const cuda_rope_params p) {
-  gk_grid_dependency();
-  rope_impl<float>(p);
-}
-GK_KERNEL gk_rope_f16(const cuda_rope_params p) {
-  gk_grid_dependency();
-  rope_shared_impl<f16>(p);
-}
-GK_KERNEL gk_rope_bf16(const cuda_rope_params p) {
-  gk_grid_dependency();
-  rope_shared_impl<bf16>(p);
-}
+GK_ENTRY(, gk_rope_f32, cuda_rope_params, rope_impl<float>(p))
+GK_ENTRY(, gk_rope_f16, cuda_rope_params, rope_shared_impl<f16>(p))
+GK_ENTRY(, gk_rope_bf16, cuda_rope_params, rope_shared_impl<bf16>(p))
