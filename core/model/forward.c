@@ -138,7 +138,7 @@ static void by_sequence(const gllmk_tensor *t, int64_t seqs, gllmk_tensor *out) 
 /* Prompts from position 0 attend only to their own tokens: causal attention
  * over this step's q, k and v, the backends' prefill kernel, which the
  * paged one (one query row at a time) is not. */
-static gllmk_status prompt_attention(const pass *p, const gllmk_tensor *v) {
+static gllmk_status prompt_attention(const pass *p, const gllmk_tensor *v, float scale) {
   const int64_t seqs = p->t / p->prompt_rows;
   gllmk_tensor q4, k4, v4, out4;
   by_sequence(&p->q, seqs, &q4);
@@ -146,8 +146,7 @@ static gllmk_status prompt_attention(const pass *p, const gllmk_tensor *v) {
   by_sequence(v, seqs, &v4);
   by_sequence(&p->attn, seqs, &out4);
   return gllmk_attention(p->shard->context, &(gllmk_attention_args){
-      .out = &out4, .q = &q4, .k = &k4, .v = &v4, .causal = 1,
-      .scale = (float)(1.0 / sqrt((double)p->c->head_dim))});
+      .out = &out4, .q = &q4, .k = &k4, .v = &v4, .causal = 1, .scale = scale});
 }
 
 /* From the normed input to the o projection (a partial sum with several ranks). */
@@ -155,6 +154,7 @@ static gllmk_status attention_block(const pass *p, uint32_t index) {
   gllmk_context *ctx = p->shard->context;
   const layer_weights *w = &p->weights->layers[index];
   int64_t d = p->c->head_dim, hq = p->c->heads, hkv = p->c->kv_heads;
+  const float scale = (float)(1.0 / sqrt((double)d));
   gllmk_tensor v_view, attn_flat;
   MODEL_TRY(linear(ctx, &p->qkv, &p->normed, &w->qkv, &w->qkv_bias, w->has_qkv_bias));
   MODEL_TRY(head_view(&p->qkv, (hq + hkv) * d, hkv, d, &v_view));
@@ -162,12 +162,12 @@ static gllmk_status attention_block(const pass *p, uint32_t index) {
   MODEL_TRY(gllmk_kv_append(ctx, &(gllmk_kv_append_args){
       .k_cache = &p->shard->k_cache[index], .v_cache = &p->shard->v_cache[index], .k = &p->k,
       .v = &v_view, .slots = &p->idx.slots}));
-  if (p->prompt_rows) MODEL_TRY(prompt_attention(p, &v_view));
+  if (p->prompt_rows) MODEL_TRY(prompt_attention(p, &v_view, scale));
   else MODEL_TRY(gllmk_paged_attention(ctx, &(gllmk_paged_attention_args){
       .out = &p->attn, .q = &p->q, .k_cache = &p->shard->k_cache[index],
       .v_cache = &p->shard->v_cache[index], .block_table = &p->idx.block_table,
       .q_starts = &p->idx.q_starts, .seq_lens = &p->idx.seq_lens,
-      .scale = (float)(1.0 / sqrt((double)d))}));
+      .scale = scale}));
   MODEL_TRY(as_matrix(&p->attn, p->t, hq * d, &attn_flat));
   return linear(ctx, &p->proj, &attn_flat, &w->o, &w->o_bias, w->has_o_bias);
 }
