@@ -718,8 +718,8 @@ static void conf_matmul(void) {
       {2, 0, 9, 16, 24, GLLMK_B_NK, true, 1.0f, 0.0f, false},
       {2, 0, 9, 16, 24, GLLMK_B_KN, true, 0.5f, 2.0f, true},
       {3, 2, 1, 33, 8, GLLMK_B_KN, true, 1.0f, 0.0f, false},
-      /* Decode batches (cuda's matmul_skinny): 16, 32 and 64-row tiles, N past
-       * the last 64-column tile, K split over blocks, K not a multiple of 128. */
+      /* Decode batches (cuda's matmul_skinny): 16, 32 and 64-row tiles, N ending
+       * inside a 128-column tile, K split over blocks, K not a multiple of 128. */
       {0, 0, 2, 200, quick ? 1024 : 4096, GLLMK_B_NK, false, 1.0f, 0.0f, true},
       {0, 0, 16, 64, 520, GLLMK_B_NK, false, 1.0f, 0.0f, false},
       {0, 0, 33, 130, quick ? 1000 : 3000, GLLMK_B_NK, false, 0.5f, 0.75f, true},

@@ -2,10 +2,10 @@
  * norm.c - the norm family on the cpu: rmsnorm, add_rmsnorm, layernorm,
  * softmax, all row reductions. The host code and the loops over rows are
  * here; the math on a row (sums, scale_mul, normalize_affine, max_scaled,
- * exp_sum, exp_scale, exp_sum_store, scale_store) is the cpu_vec table's (cpu_vec.inc, built for each
- * instruction set by cpu_vec*.c), streaming stores the cpu_convert table's
- * (cpu_convert*.c). From below it also uses cpu_parallel_for (cpu_pool.c)
- * and the row helpers of cpu_rows.h.
+ * exp_sum, exp_scale, exp_sum_store, scale_store) is the cpu_vec table's
+ * (cpu_vec.inc, built for each instruction set by cpu_vec*.c), streaming
+ * stores the cpu_convert table's (cpu_convert*.c). From below it also uses
+ * cpu_parallel_for (cpu_pool.c) and the row helpers of cpu_rows.h.
  *
  * Each op has a statistics pass over a row (sums in double) and a write
  * pass that reads the row again, from cache. Outputs larger than the
