@@ -1162,38 +1162,105 @@ static int64_t count_differences(const double *a, const double *b, int64_t n) {
   return differ;
 }
 
-/* Same (seed, offset) -> same tokens; another offset or seed -> others. */
-static void sample_determinism(gllmk_dtype dtype) {
-  const char *what = label("sample %s determinism", dname(dtype));
-  const int64_t rows = 64, vocab = 1000;
-  const sample_params sp = {1.0f, 1.0f, 0.0f, 0};
+/* How many of n values are larger than `value`. */
+static int64_t count_larger(const double *values, int64_t n, double value) {
+  int64_t larger = 0;
+  for (int64_t i = 0; i < n; i++) larger += values[i] > value;
+  return larger;
+}
+
+/* Same (seed, offset) -> same tokens; another offset or seed -> others.
+ * With top_k, fewer than top_k logits of its row are larger than every
+ * token's (which holds whether a backend keeps all the ties at the top_k
+ * threshold or not). */
+static void sample_determinism(gllmk_dtype dtype, int64_t vocab, const sample_params *sp) {
+  const char *what = label("sample %s determinism width=%lld top_k=%d", dname(dtype), (long long)vocab,
+                           sp->top_k);
+  const int64_t rows = vocab > 4096 ? 16 : 64;
   dev logits = dev_random(dtype, SHAPE(rows, vocab), -3, 3);
   dev first = dev_output(GLLMK_I32, SHAPE(rows));
   dev again = dev_output(GLLMK_I32, SHAPE(rows));
   dev next_offset = dev_output(GLLMK_I32, SHAPE(rows));
   dev next_seed = dev_output(GLLMK_I32, SHAPE(rows));
-  RUN_OP(run_sample(&first, &logits, &sp, 1234, 7), what);
-  RUN_OP(run_sample(&again, &logits, &sp, 1234, 7), what);
-  RUN_OP(run_sample(&next_offset, &logits, &sp, 1234, 8), what);
-  RUN_OP(run_sample(&next_seed, &logits, &sp, 1235, 7), what);
+  RUN_OP(run_sample(&first, &logits, sp, 1234, 7), what);
+  RUN_OP(run_sample(&again, &logits, sp, 1234, 7), what);
+  RUN_OP(run_sample(&next_offset, &logits, sp, 1234, 8), what);
+  RUN_OP(run_sample(&next_seed, &logits, sp, 1235, 7), what);
   dev_download(&first);
   dev_download(&again);
   dev_download(&next_offset);
   dev_download(&next_seed);
-  for (int64_t r = 0; r < rows; r++)
-    if (!(first.host[r] >= 0 && first.host[r] < vocab)) {
-      conf_fail("%s: row %lld drew token %g, outside [0, %lld)", what, (long long)r,
-                first.host[r], (long long)vocab);
+  for (int64_t r = 0; r < rows; r++) {
+    const double token = first.host[r];
+    if (!(token >= 0 && token < vocab)) {
+      conf_fail("%s: row %lld drew token %g, outside [0, %lld)", what, (long long)r, token,
+                (long long)vocab);
       return;
     }
+    const double *row = logits.host + r * vocab;
+    if (sp->top_k > 0 && count_larger(row, vocab, row[(int64_t)token]) >= sp->top_k) {
+      conf_fail("%s: row %lld drew token %g, not among its top_k", what, (long long)r, token);
+      return;
+    }
+  }
   expect_equal(label("%s: same seed and offset", what), rows, again.host, first.host);
-  /* Rows of ~uniform 1000-way draws: all 64 equal by chance is impossible. */
+  /* Rows of ~uniform draws over 1000 (or top_k = 50) tokens: all equal by
+   * chance is impossible. */
   if (count_differences(first.host, next_offset.host, rows) == 0)
     conf_fail("%s: offset 8 drew exactly the tokens of offset 7", what);
   if (count_differences(first.host, next_seed.host, rows) == 0)
     conf_fail("%s: seed 1235 drew exactly the tokens of seed 1234", what);
   if (count_differences(first.host, first.host + 1, rows - 1) == 0)
     conf_fail("%s: every row drew the same token", what);
+}
+
+/* Rows wider than a chunk of cuda's top_k path (2048 logits) whose top_k
+ * threshold is tied across chunks. Backends differ on such ties (cuda keeps
+ * every tied token, cpu the first ones by id, as the API says), so the
+ * checks hold either way: the same token for the same seed and offset, and
+ * by the kind of row (r % 3):
+ *   0: all logits equal: any column, but not the same one in every row;
+ *   1: three larger logits, then 0.5 in most columns and -1 in every third:
+ *      a logit >= 0.5;
+ *   2: three finite logits among -inf ones: one of the three. */
+static void sample_ties(gllmk_dtype dtype, const sample_params *sp) {
+  const char *what = label("sample %s ties at the threshold top_k=%d top_p=%g", dname(dtype), sp->top_k,
+                           (double)sp->top_p);
+  const int64_t rows = 48, width = 2 * 2048 + 300;
+  const int64_t high[3] = {5, width / 2 + 3, width - 7};
+  dev logits = dev_new(dtype, SHAPE(rows, width));
+  for (int64_t r = 0; r < rows; r++) {
+    double *row = logits.host + r * width;
+    for (int64_t c = 0; c < width; c++)
+      row[c] = r % 3 == 0 ? 0.25 : r % 3 == 1 ? (c % 3 == 2 ? -1.0 : 0.5) : -INFINITY;
+    for (int i = 0; r % 3 != 0 && i < 3; i++) row[high[i]] = r % 3 == 1 ? 2.0 - 0.5 * i : 1.0 - i;
+  }
+  dev_upload(&logits);
+  dev first = dev_output(GLLMK_I32, SHAPE(rows));
+  dev again = dev_output(GLLMK_I32, SHAPE(rows));
+  const uint64_t seed = test_rng_next(&S.rng);
+  RUN_OP(run_sample(&first, &logits, sp, seed, 11), what);
+  RUN_OP(run_sample(&again, &logits, sp, seed, 11), what);
+  dev_download(&first);
+  dev_download(&again);
+  expect_equal(label("%s: same seed and offset", what), rows, again.host, first.host);
+  bool all_equal_rows_differ = false;
+  for (int64_t r = 0; r < rows; r++) {
+    const double token = first.host[r];
+    if (!(token >= 0 && token < width)) {
+      conf_fail("%s: row %lld drew token %g, outside [0, %lld)", what, (long long)r, token,
+                (long long)width);
+      return;
+    }
+    const double logit = logits.host[r * width + (int64_t)token];
+    if ((r % 3 == 1 && logit < 0.5) || (r % 3 == 2 && logit == -INFINITY)) {
+      conf_fail("%s: row %lld drew token %g of logit %g, below the top_k threshold", what, (long long)r,
+                token, logit);
+      return;
+    }
+    all_equal_rows_differ = all_equal_rows_differ || (r % 3 == 0 && token != first.host[0]);
+  }
+  if (!all_equal_rows_differ) conf_fail("%s: every row of equal logits drew the same token", what);
 }
 
 /* Settings that leave only the most likely token must give argmax. */
@@ -1242,7 +1309,9 @@ static int64_t sample_column(int64_t i, int64_t spread) {
  * and never a token the filters removed. With `spread` > 1 the rows are
  * spread times as wide and hold the distribution's logits among -inf ones
  * (probability 0, ranked last), which takes backends that sample short rows
- * one per thread onto their workgroup path. */
+ * one per thread onto their workgroup path; rows of several thousand
+ * columns take cuda's top_k path over several chunks (top_k >= 12 there:
+ * the threshold is -inf, tied across chunks). */
 static void sample_statistics(gllmk_dtype dtype, const sample_params *sp, int64_t spread) {
   enum { VOCAB = 12 };
   const int64_t width = VOCAB * spread;
@@ -1251,7 +1320,8 @@ static void sample_statistics(gllmk_dtype dtype, const sample_params *sp, int64_
             dname(dtype), (long long)width, (double)sp->temperature, sp->top_k,
             (double)sp->top_p, (double)sp->min_p);
   /* Fewer draws from wide rows: a software device takes minutes for as many. */
-  const int64_t rows = (S.quick ? 1024 : 4096) / (spread > 1 ? 4 : 1), calls = S.quick ? 4 : 8;
+  const int64_t rows = (S.quick ? 1024 : 4096) / (width > 4096 ? 16 : spread > 1 ? 4 : 1);
+  const int64_t calls = S.quick ? 4 : 8;
   ref_sample_filter f = {sp->temperature, sp->top_p, sp->min_p, sp->top_k};
   double probs[VOCAB];
   double *row = sample_logits(dtype, VOCAB, &f, probs);
@@ -1301,11 +1371,15 @@ static void conf_sample(void) {
   const sample_params filters[] = {
       {1.0f, 1.0f, 0.0f, 0},   {0.7f, 1.0f, 0.0f, 5},   {1.0f, 0.8f, 0.0f, 0},
       {1.0f, 1.0f, 0.15f, 0},  {1.3f, 0.9f, 0.05f, 8},  {0.5f, 0.6f, 0.0f, 10},
-      {2.0f, 0.95f, 0.3f, 0},
+      {2.0f, 0.95f, 0.3f, 0},  {1.0f, 0.9f, 0.0f, 16},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     gllmk_dtype dtype = float_dtypes[d];
-    sample_determinism(dtype);
+    sample_determinism(dtype, 1000, &(sample_params){1.0f, 1.0f, 0.0f, 0});
+    /* Wide rows: 16-byte loads at 128256, single elements at 8195. */
+    sample_determinism(dtype, S.quick ? 8195 : 128256, &(sample_params){0.8f, 0.9f, 0.0f, 50});
+    sample_ties(dtype, &(sample_params){1.0f, 1.0f, 0.0f, 5});
+    if (dtype == GLLMK_F32) sample_ties(dtype, &(sample_params){0.8f, 0.9f, 0.05f, 50});
     sample_greedy(dtype, &(sample_params){0.0f, 1.0f, 0.0f, 0}, "temperature 0");
     sample_greedy(dtype, &(sample_params){0.8f, 1.0f, 0.0f, 1}, "top_k 1");
     sample_greedy(dtype, &(sample_params){0.0f, 0.5f, 0.2f, 40}, "temperature 0 with filters");
@@ -1316,6 +1390,10 @@ static void conf_sample(void) {
     for (size_t i = 0; i < sizeof filters / sizeof filters[0]; i++) {
       sample_statistics(dtype, &filters[i], 1);
       if (dtype == GLLMK_F32) sample_statistics(dtype, &filters[i], 29);
+      /* Several chunks of 2048, by single elements (f32) and 16 bytes (bf16,
+       * not on a software device: seconds a case there). */
+      if (filters[i].top_k > 1 && (dtype == GLLMK_F32 || (dtype == GLLMK_BF16 && !S.quick)))
+        sample_statistics(dtype, &filters[i], dtype == GLLMK_F32 ? 701 : 700);
     }
   }
 }

@@ -57,7 +57,13 @@
 # issue's ratios, decode again without programmatic dependent launch, and
 # each op of a decode step timed alone (tools/bench/trace_summary.py).
 #
-# usage: tools/device-check.sh [--quick] [cuda] [vulkan] [model] [gen] [tp]
+# Decode attention and sampling (`attn` part, issue 27): conformance on cuda
+# (and its quick sizes under memcheck), the paged_attention, argmax and
+# sample rows of gllmk-bench against PyTorch, and with ATTN_NCU=1 Nsight
+# Compute's view of the paged kernels (ATTN_ROWS="paged_attn" takes only
+# some of the rows).
+#
+# usage: tools/device-check.sh [--quick] [cuda] [vulkan] [model] [gen] [tp] [attn]
 #   --quick  quick sizes everywhere
 #   cuda     only steps 1-5;  vulkan  only the build and the vulkan steps;
 #   model    only the build and the generator's steps
@@ -73,8 +79,8 @@ parts=""
 for arg in "$@"; do
   case $arg in
     --quick) quick="--quick" ;;
-    cuda | vulkan | model | gen | tp) parts="$parts $arg" ;;
-    *) echo "usage: $0 [--quick] [cuda] [vulkan] [model] [gen] [tp]" >&2; exit 2 ;;
+    cuda | vulkan | model | gen | tp | attn) parts="$parts $arg" ;;
+    *) echo "usage: $0 [--quick] [cuda] [vulkan] [model] [gen] [tp] [attn]" >&2; exit 2 ;;
   esac
 done
 [ -z "$parts" ] && parts=" cuda vulkan"
@@ -236,6 +242,30 @@ if wants gen; then
       --synthetic llama3-8b --prompt-len 1024 --batch $batch --max-new 4 --quiet --trace /tmp/gllmk-trace.json \
       >/dev/null && python3 tools/bench/trace_summary.py /tmp/gllmk-trace.json"
   done
+fi
+
+if wants attn; then
+  # Decode attention and sampling (issue 27): conformance on cuda, the
+  # paged_attention, argmax and sample rows of gllmk-bench against PyTorch,
+  # and with ATTN_NCU=1 Nsight Compute's duration, DRAM throughput and occupancy of the
+  # kernels of a few calls at each paged shape (tools/bench/paged_probe.py).
+  if ! wants gen; then # the gen part has run them
+    export CK_RUN_CASE=cuda CK_FORK=no
+    step "conformance (cuda)" "$out/conformance.log" build/tests/conformance $quick
+    step "conformance under memcheck" "$out/memcheck.log" \
+      compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 build/tests/conformance --quick
+    unset CK_RUN_CASE CK_FORK
+  fi
+  for rows in ${ATTN_ROWS:-paged_attn argmax sample}; do
+    step "gllmk-bench $rows rows (cuda)" "$out/bench-$rows.json" sh -c "$bench_json" _ cuda --filter $rows
+    step "$rows vs PyTorch" "$out/torch-$rows.txt" env PYTHONUNBUFFERED=1 python3 tools/bench/torch_peer.py \
+      --skip-targets --bench-json "$out/bench-$rows.json"
+  done
+  if [ -n "${ATTN_NCU:-}" ]; then
+    step "paged_attn under ncu" "$out/ncu-paged.csv" ncu --csv --kernel-name regex:attention \
+      --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__grid_size,sm__warps_active.avg.pct_of_peak_sustained_active,launch__occupancy_limit_shared_mem,launch__registers_per_thread \
+      python3 tools/bench/paged_probe.py 1:1024 1:4096 1:32768 16:4096 32:1024 32:4096 64:1024
+  fi
 fi
 
 if wants tp; then

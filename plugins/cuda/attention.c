@@ -28,17 +28,37 @@ _Static_assert(CUDA_F16_BF16_PAIRS(attention_mma, d64, d128) && CUDA_F16_BF16_PA
                "kernels.def: attention_mma order");
 _Static_assert(CUDA_F16_BF16_PAIRS(attention_wgmma, d64, d128), "kernels.def: attention_wgmma order");
 
+/* Of 1 .. max_splits splits of `blocks` blocks, the fewest whose waves of
+ * `slots` resident blocks are fullest (2% more fill to take more splits):
+ * 512 blocks a wave of 396 leave the second wave 30% full, 384 fill one. */
+static int64_t fullest_waves(int64_t blocks, int64_t slots, int64_t max_splits) {
+  int64_t best = 1;
+  double best_fill = 0.0;
+  for (int64_t s = 1; s <= max_splits; s++) {
+    const int64_t n = blocks * s;
+    const double fill = (double)n / (double)(ceil_div(n, slots) * slots);
+    if (fill > best_fill * 1.02) {
+      best = s;
+      best_fill = fill;
+    }
+  }
+  return best;
+}
+
 /* Launches attention by rows: each block takes the rows (token, head) of
  * some tokens and heads of one kv head, on tensor cores for f16/bf16 on
- * sm_80+ (16 rows a warp), else on CUDA cores (one row a warp). Long key
+ * sm_80+ (8 rows a block, 16 keys of each tile a warp), else on CUDA cores
+ * (one row a warp). Long key
  * ranges are split across blocks when rows are few, then combined. `max_keys`
  * bounds every sequence's length. */
 static gllmk_status launch_attention_rows(gllmk_plugin_device *dev, cuda_attention_params *p, int32_t dtype,
                                           int64_t max_keys) {
   const int esize = (int)gllmk_plugin_dtype_size(dtype);
   const int group = p->q_heads / p->kv_heads;
-  const int tensor_cores = dtype != GLLMK_F32 && dev->sm >= 80 && p->vec;
-  const int rows_per_block = tensor_cores ? 16 : GK_ATTENTION_WARPS;
+  const int dp = p->head_dim <= 64 ? 64 : p->head_dim <= 128 ? 128 : 256;
+  const int tensor_cores =
+      dtype != GLLMK_F32 && dev->sm >= 80 && p->vec && GK_ATTENTION_ROWS_SMEM(dp) <= dev->smem_optin;
+  const int rows_per_block = tensor_cores ? GK_ATTENTION_ROWS_QROWS : GK_ATTENTION_WARPS;
   p->heads_per_block = group < rows_per_block ? group : rows_per_block;
   p->tokens_per_block = rows_per_block / p->heads_per_block;
   /* A block whose tokens span sequences walks each one's keys in turn: keep
@@ -47,13 +67,13 @@ static gllmk_status launch_attention_rows(gllmk_plugin_device *dev, cuda_attenti
     p->tokens_per_block = p->paged ? 1 : p->q_len;
   const int64_t gx = ceil_div(p->tokens, p->tokens_per_block);
   const int64_t gy = (int64_t)p->kv_heads * ceil_div(group, p->heads_per_block);
-  int kernel, threads;
+  int kernel, threads, tile = GK_ATTENTION_KEYS;
   int64_t smem;
   if (tensor_cores) {
-    const int dp_index = p->head_dim <= 64 ? 0 : p->head_dim <= 128 ? 1 : 2;
-    kernel = CK_attention_rows_f16_d64 + (dtype == GLLMK_BF16) + 2 * dp_index;
-    threads = 32;
-    smem = GK_ATTENTION_ROWS_SMEM(64 << dp_index);
+    kernel = CK_attention_rows_f16_d64 + (dtype == GLLMK_BF16) + 2 * (dp == 128) + 4 * (dp == 256);
+    threads = GK_ATTENTION_ROWS_WARPS * 32;
+    tile = GK_ATTENTION_ROWS_KEYS;
+    smem = GK_ATTENTION_ROWS_SMEM(dp);
   } else {
     kernel = CK_attention_simt_f32 + variant(dtype);
     threads = GK_ATTENTION_WARPS * 32;
@@ -67,27 +87,26 @@ static gllmk_status launch_attention_rows(gllmk_plugin_device *dev, cuda_attenti
   if (smem > dev->smem_optin || gx > MAX_GRID_X || gy > MAX_GRID_YZ)
     return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention with head_dim %d in %s exceeds this device",
                            p->head_dim, dtype == GLLMK_F32 ? "f32" : "16-bit");
-  /* Split the keys until there are about four waves of blocks (each split
-   * still a few tiles long), so that few rows still fill the device. Paged
-   * attention's kernels share out each block's actual keys among the splits
-   * (keys_per_split), so only its split count is chosen here, against the
-   * block table's capacity, at most CUDA_PAGED_SPLITS (the combine's work);
-   * with blocks for under a quarter of the multiprocessors (decode of one
-   * or two sequences) down to one tile a split. */
+  /* Split the keys so that few rows still fill the device: at most four
+   * waves of blocks, each split still a few tiles long, and of those counts
+   * the fewest whose last wave is nearly full. Paged attention's kernels
+   * share out each block's actual keys among the splits (keys_per_split),
+   * so only its split count is chosen here, against the block table's
+   * capacity, at most CUDA_PAGED_SPLITS (the combine's work); with blocks for
+   * under a quarter of the multiprocessors (decode of one or two sequences)
+   * down to one tile a split. */
   int64_t resident = (int64_t)dev->smem_per_sm / (smem + 1024);
   if (resident > 2048 / threads) resident = 2048 / threads;
   if (resident > 32) resident = 32;
   if (resident < 1) resident = 1;
   const int few_blocks = 4 * gx * gy < dev->multiprocessors;
-  const int64_t min_split_keys = p->paged && few_blocks ? GK_ATTENTION_KEYS
-                                 : tensor_cores         ? 8 * GK_ATTENTION_KEYS
-                                                        : 4 * GK_ATTENTION_KEYS;
-  int64_t splits = ceil_div(4 * resident * dev->multiprocessors, gx * gy);
-  if (splits > ceil_div(max_keys, min_split_keys)) splits = ceil_div(max_keys, min_split_keys);
-  if (p->paged && splits > CUDA_PAGED_SPLITS) splits = CUDA_PAGED_SPLITS;
-  if (splits < 1) splits = 1;
-  int64_t split_keys = ceil_div(ceil_div(max_keys, splits), GK_ATTENTION_KEYS) * GK_ATTENTION_KEYS;
-  if (split_keys < GK_ATTENTION_KEYS) split_keys = GK_ATTENTION_KEYS;
+  const int64_t min_split_keys = p->paged && few_blocks ? tile : 4 * tile;
+  int64_t max_splits = ceil_div(4 * resident * dev->multiprocessors, gx * gy);
+  if (max_splits > ceil_div(max_keys, min_split_keys)) max_splits = ceil_div(max_keys, min_split_keys);
+  if (p->paged && max_splits > CUDA_PAGED_SPLITS) max_splits = CUDA_PAGED_SPLITS;
+  int64_t splits = fullest_waves(gx * gy, resident * dev->multiprocessors, max_splits);
+  int64_t split_keys = ceil_div(ceil_div(max_keys, splits), tile) * tile;
+  if (split_keys < tile) split_keys = tile;
   if (!p->paged) splits = ceil_div(max_keys, split_keys);
   if (splits < 1) splits = 1;
   if (splits > MAX_GRID_YZ) return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention over too many keys");

@@ -44,9 +44,9 @@ gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, u
  * the old one may be in use by queued work, which needs a synchronize). */
 static gllmk_status grow_scratch(gllmk_plugin_device *dev, size_t bytes) {
   if (dev->capturing)
-    return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention scratch cannot grow while recording");
+    return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: scratch cannot grow while recording");
   if (dev->scratch && dev->recordings && dev->retired_count == (int)(sizeof dev->retired / sizeof dev->retired[0]))
-    return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: attention scratch outgrown too often while recordings live");
+    return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: scratch outgrown too often while recordings live");
   gllmk_status status = cuda_enter(dev); /* cuda_<op>_supports runs without */
   if (status != GLLMK_OK) return status;
   /* Queued work may still read the old buffer. */
@@ -57,7 +57,7 @@ static gllmk_status grow_scratch(gllmk_plugin_device *dev, size_t bytes) {
     dev->scratch = 0;
     dev->scratch_size = 0;
     const size_t size = bytes + bytes / 2;
-    status = cuda_check(cu.cuMemAlloc(&dev->scratch, size), "cuMemAlloc (attention scratch)");
+    status = cuda_check(cu.cuMemAlloc(&dev->scratch, size), "cuMemAlloc (scratch)");
     if (status == GLLMK_OK) dev->scratch_size = size;
   }
   cuda_leave(dev);

@@ -103,9 +103,10 @@ struct gllmk_plugin_device {
   unsigned char *staging[2];
   CUevent staging_done[2];
   int staging_next;
-  /* Split-K partial results of attention, grown on demand. A CUDA graph
-   * keeps the address it captured, so while recordings live an outgrown
-   * scratch is retired (freed at close), not freed. */
+  /* Split-K partial results of attention and sample's top_k candidates,
+   * grown on demand. A CUDA graph keeps the address it captured, so while
+   * recordings live an outgrown scratch is retired (freed at close), not
+   * freed. */
   CUdeviceptr scratch;
   size_t scratch_size;
   CUdeviceptr retired[8];

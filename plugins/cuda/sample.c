@@ -1,17 +1,25 @@
 /*
  * sample.c - the sampling family: argmax and sample (temperature, top_k,
- * top_p, min_p, seeded), one block a row. Each op fills a cuda_argmax_params
- * or cuda_sample_params (kernels/cuda_params.h), picks its kernel from
- * kernels/sample.cu and a launch shape, and enqueues it on the context's
- * stream. From below it uses launch.h's helpers and cuda_launch (device.c).
+ * top_p, min_p, seeded), one block a row; sample with a small top_k runs
+ * two kernels, a block per chunk of a row and then one per row. Each op
+ * fills a cuda_argmax_params or cuda_sample_params (kernels/cuda_params.h),
+ * picks its kernels from kernels/sample.cu and their launch shapes, and
+ * enqueues them on the context's stream. From below it uses launch.h's
+ * helpers, cuda_launch and cuda_scratch (device.c); it answers
+ * cuda_sample_supports, which grows the scratch before a recording needs it.
  */
 #include <string.h>
 
 #include "launch.h"
 
 /* Kernels are picked as CK_<op>_f32 + variant(dtype). */
-_Static_assert(CUDA_DTYPE_VARIANTS(argmax) && CUDA_DTYPE_VARIANTS(sample),
+_Static_assert(CUDA_DTYPE_VARIANTS(argmax) && CUDA_DTYPE_VARIANTS(sample) &&
+                   CUDA_DTYPE_VARIANTS(sample_topk_chunks) && CUDA_DTYPE_VARIANTS(sample_topk_draw),
                "kernels.def: f32, f16, bf16 variants in gllmk_dtype order");
+
+/* The most scratch the top_k path's candidates take at once: larger batches
+ * run as several pairs of launches, each over as many rows as fit. */
+#define SAMPLE_SCRATCH_BYTES ((int64_t)32 << 20)
 
 static gllmk_status run_argmax(gllmk_plugin_device *dev, const gllmk_argmax_args *args) {
   const rows_t rl = gllmk_plugin_as_rows(args->logits);
@@ -49,9 +57,35 @@ static gllmk_status run_sample(gllmk_plugin_device *dev, const gllmk_sample_args
   p.min_p = args->min_p;
   p.top_k = args->top_k;
   p.vec = p.cols % 8 == 0 && rows_aligned16(args->logits, p.stride);
-  return cuda_launch(dev, CK_sample_f32 + variant(args->logits->dtype), clamp_u32(p.rows, MAX_GRID_X), 1, 1,
-                     GK_SAMPLE_THREADS, 0, &p);
+  const int v = variant(args->logits->dtype);
+  /* One block a row searches its whole row for each threshold, about 800
+   * us over 128256 logits; a small top_k lets a block per chunk of 2048
+   * narrow the row to top_k candidates a chunk first. Greedy rows, top_k 0
+   * and larger top_k keep the one-block kernel. */
+  if (!(p.temperature > 0.0f) || p.top_k <= 1 || p.top_k > GK_SAMPLE_TOPK_MAX || p.top_k >= p.cols ||
+      p.cols > INT32_MAX)
+    return cuda_launch(dev, CK_sample_f32 + v, clamp_u32(p.rows, MAX_GRID_X), 1, 1, GK_SAMPLE_THREADS, 0, &p);
+  p.chunks = ceil_div(p.cols, GK_SAMPLE_CHUNK);
+  const int64_t row_bytes = p.chunks * (p.top_k * 8 + 4); /* candidates, tie keys */
+  int64_t group = SAMPLE_SCRATCH_BYTES / row_bytes;
+  if (group > p.rows) group = p.rows;
+  if (group > MAX_GRID_YZ) group = MAX_GRID_YZ;
+  if (group < 1) group = 1;
+  CUdeviceptr scratch;
+  gllmk_status status = cuda_scratch(dev, (size_t)(group * row_bytes), &scratch);
+  if (status != GLLMK_OK) return status;
+  p.candidates = scratch;
+  p.tie_keys = scratch + (uint64_t)(group * p.chunks * p.top_k * 8);
+  for (int64_t first = 0; first < p.rows && status == GLLMK_OK; first += group) {
+    const uint32_t rows = (uint32_t)(p.rows - first < group ? p.rows - first : group);
+    p.row_begin = first;
+    status = cuda_launch(dev, CK_sample_topk_chunks_f32 + v, (uint32_t)p.chunks, rows, 1, GK_SAMPLE_THREADS, 0, &p);
+    if (status == GLLMK_OK)
+      status = cuda_launch(dev, CK_sample_topk_draw_f32 + v, rows, 1, 1, GK_SAMPLE_THREADS, 0, &p);
+  }
+  return status;
 }
 
 CUDA_OP_ENTRY(argmax)
 CUDA_OP_ENTRY(sample)
+CUDA_OP_SUPPORTS(sample)

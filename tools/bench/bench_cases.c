@@ -75,9 +75,18 @@ const bench_case bench_cases[] = {
     {"attention/prefill", &op_attention, BF16, BF16, 512, 0, 0, 1},
     {"attention/prefill", &op_attention, F32, F32, 512, 0, 0, 0},
     {"attention/prefill", &op_attention, BF16, BF16, 4096, 0, 0, 0},
+    /* Decode batches B x contexts L (4 KiB of cache a key; small caches
+     * rotate through input sets like every row, so they come from DRAM). */
+    {"paged_attn/decode", &op_paged_attention, BF16, BF16, 1, 1024, 0, 0},
+    {"paged_attn/decode", &op_paged_attention, BF16, BF16, 1, 4096, 0, 0},
+    {"paged_attn/decode", &op_paged_attention, BF16, BF16, 1, 32768, 0, 0},
+    {"paged_attn/decode", &op_paged_attention, BF16, BF16, 16, 1024, 0, 0},
     {"paged_attn/decode", &op_paged_attention, BF16, BF16, 16, 4096, 0, 1},
     {"paged_attn/decode", &op_paged_attention, F32, F32, 16, 4096, 0, 0},
+    {"paged_attn/decode", &op_paged_attention, BF16, BF16, 32, 1024, 0, 0},
+    {"paged_attn/decode", &op_paged_attention, BF16, BF16, 32, 4096, 0, 0},
     {"paged_attn/decode", &op_paged_attention, BF16, BF16, 64, 1024, 0, 0},
+    {"paged_attn/decode", &op_paged_attention, BF16, BF16, 64, 4096, 0, 0},
     {"argmax", &op_argmax, F32, F32, 1, VOCAB, 0, 1},
     {"argmax", &op_argmax, F32, F32, 128, VOCAB, 0, 0},
     {"argmax", &op_argmax, BF16, BF16, 128, VOCAB, 0, 0},

@@ -14,8 +14,8 @@ Two tables, both on the same GPU in the same run:
 
 Ratio = PyTorch time / gllmk time (above 1: gllmk is faster).
 
-usage: torch_peer.py [--build DIR] [--json FILE] [--skip-bench] [--quick]
-                     [--bench-json FILE]
+usage: torch_peer.py [--build DIR] [--json FILE] [--skip-bench] [--skip-targets]
+                     [--quick] [--bench-json FILE]
 """
 import argparse
 import ctypes
@@ -358,15 +358,19 @@ def target_rows(g, quick):
     kv_bytes = 2 * b * length * hkv * d * 2
     rows.append(("paged_attention", f"B={b} L={length} H={hq}/{hkv} D={d} bf16", ours, peer, kv_bytes, 0, err))
 
-    # Bandwidth ceiling and a bandwidth-bound op of ours, 1 GiB each way.
-    n = 1 << 28
+    rows.append(copy_row(g))
+    return rows
+
+
+def copy_row(g):
+    """The bandwidth ceiling and a bandwidth-bound op of ours, 1 GiB each way."""
+    n, bf = 1 << 28, torch.bfloat16
     src = g.tensor(torch.randn(n, dtype=bf))
     dst = g.tensor(torch.zeros(n, dtype=bf))
     ours = g.time("copy", CopyArgs(out=ctypes.pointer(dst), src=ctypes.pointer(src)))
     a, c = torch.empty(n, dtype=bf, device=DEV), torch.empty(n, dtype=bf, device=DEV)
     peer = cuda_time(lambda: c.copy_(a))
-    rows.append(("copy", f"[{n}] bf16", ours, peer, 4 * n, 0, 0.0))
-    return rows
+    return ("copy", f"[{n}] bf16", ours, peer, 4 * n, 0, 0.0)
 
 
 # ------------------------------------------------------------------- output
@@ -418,6 +422,7 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--json", help="write every figure here")
     ap.add_argument("--skip-bench", action="store_true", help="only the target rows")
+    ap.add_argument("--skip-targets", action="store_true", help="of the target rows only the copy ceiling")
     ap.add_argument("--quick", action="store_true", help="gllmk-bench --quick and smaller target shapes")
     ap.add_argument("--bench-json", help="take the gllmk rows from this `gllmk-bench --json` output")
     a = ap.parse_args()
@@ -435,7 +440,7 @@ def main():
     print(f"context creation (driver initialised by PyTorch): first {first * 1e3:.1f} ms, "
           f"again {second * 1e3:.1f} ms")
 
-    targets = target_rows(g, a.quick)
+    targets = [copy_row(g)] if a.skip_targets else target_rows(g, a.quick)
     g.destroy()
     copy_bw = next(r[4] / r[3] for r in targets if r[0] == "copy")  # torch's device copy, bytes / s
     print_targets(name, targets, copy_bw, report)

@@ -237,12 +237,13 @@ __device__ void finish_row(const cuda_attention_params &p, const warp_row &w, in
  * attention splits at p.split_keys; paged attention shares out the keys the
  * block's rows see (known only here, from seq_lens) among its p.splits, so
  * that a count chosen once, and kept in a recorded decode step, still
- * divides the work evenly as the sequences grow. Multiples of the tile. */
-__device__ __forceinline__ int keys_per_split(const cuda_attention_params &p, int block_end) {
+ * divides the work evenly as the sequences grow. Multiples of the kernel's
+ * tile of keys. */
+__device__ __forceinline__ int keys_per_split(const cuda_attention_params &p, int block_end, int tile) {
   if (!p.paged) return p.split_keys;
   const int share = (block_end + p.splits - 1) / p.splits;
-  const int tiles = (share + GK_ATTENTION_KEYS - 1) / GK_ATTENTION_KEYS;
-  return (tiles > 1 ? tiles : 1) * GK_ATTENTION_KEYS;
+  const int tiles = (share + tile - 1) / tile;
+  return (tiles > 1 ? tiles : 1) * tile;
 }
 
 /* Block: tokens [x * tokens_per_block, ...) x heads_per_block heads of kv
@@ -278,7 +279,7 @@ template <class T> __device__ void attention_simt_impl(const cuda_attention_para
     /* The block's last token of this sequence sees the most keys. */
     const int64_t seq_end = s.q_start + s.q_len < t_end ? s.q_start + s.q_len : t_end;
     const int block_end = seq_end > s.q_start ? visible_end(p, s, seq_end - 1 - s.q_start) : 0;
-    const int split_keys = keys_per_split(p, block_end);
+    const int split_keys = keys_per_split(p, block_end, GK_ATTENTION_KEYS);
     const int k_begin = p.splits > 1 ? blockIdx.z * split_keys : 0;
     const int k_end = p.splits > 1 && k_begin + split_keys < block_end ? k_begin + split_keys : block_end;
 
@@ -326,7 +327,10 @@ template <class T> __device__ void attention_simt_impl(const cuda_attention_para
 GK_FLOAT_KERNELS(attention_simt, attention_simt_impl, cuda_attention_params,
                  __launch_bounds__(GK_ATTENTION_WARPS * 32))
 
-/* Merges the splits of every row (token, head): one warp per row. */
+/* Merges the splits of every row (token, head): one warp per row. The
+ * lanes find the row's maximum over the splits' log-sum-exps together; the
+ * weighted sum then walks the splits with no branch on what it loads, so
+ * that the loads of several splits are in flight at once. */
 template <class T> __device__ void attention_combine_impl(const cuda_attention_params &p) {
   const int lane = threadIdx.x & 31, d = p.head_dim;
   const int64_t rows = (int64_t)p.tokens * p.q_heads;
@@ -335,17 +339,20 @@ template <class T> __device__ void attention_combine_impl(const cuda_attention_p
   const float *plse = reinterpret_cast<const float *>(p.partial_lse);
   const float *pout = reinterpret_cast<const float *>(p.partial_out);
   float m = -INFINITY;
-  for (int s = 0; s < p.splits; s++) m = fmaxf(m, plse[s * rows + row]);
+  for (int s = lane; s < p.splits; s += 32) m = fmaxf(m, plse[s * rows + row]);
+  m = warp_max(m);
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, total = 0.0f;
   if (m != -INFINITY) {
+#pragma unroll 4
     for (int s = 0; s < p.splits; s++) {
-      const float l = plse[s * rows + row];
-      if (l == -INFINITY) continue;
-      const float w = expf(l - m);
+      const float w = expf(plse[s * rows + row] - m); /* 0 for a split that saw no key */
       total += w;
 #pragma unroll
       for (int k = 0; k < 8; k++)
-        if (lane + 32 * k < d) acc[k] = fmaf(w, pout[(s * rows + row) * d + lane + 32 * k], acc[k]);
+        if (lane + 32 * k < d) {
+          const float v = pout[(s * rows + row) * d + lane + 32 * k];
+          acc[k] = fmaf(w, w > 0.0f ? v : 0.0f, acc[k]);
+        }
     }
   }
   const float inv = total > 0.0f ? 1.0f / total : 0.0f;
@@ -457,20 +464,28 @@ __device__ __forceinline__ void accumulate_pv(const float (&s)[KEYS / 8][4], flo
 /* ------------------------------------- tensor-core attention by rows */
 
 /* The attention_simt work split (rows of one kv head, any sequences, split
- * keys) on tensor cores, for f16/bf16 on sm_80+: one warp per block owns up
- * to 16 query rows (tokens_per_block tokens x heads_per_block heads) and
- * walks tiles of 32 keys, double-buffered; S = Q K^T and O += P V are
- * m16n8k16 MMAs, P stays in registers. Padding rows cost tensor-core time
- * only, so decode (1 token x the heads of a group) is bound by reading the
- * cache. Shared memory rows are DP elements, swizzled in 16-byte chunks. */
+ * keys) on tensor cores, for f16/bf16 on sm_80+. A block of
+ * GK_ATTENTION_ROWS_WARPS warps owns up to 8 query rows (tokens_per_block
+ * tokens x heads_per_block heads) and walks tiles of GK_ATTENTION_ROWS_KEYS
+ * keys; each warp copies (double-buffered) and attends to 16 keys of every
+ * tile on its own, with its own running max, sum and output, and the warps
+ * merge theirs at the end. The products are transposed so that the rows are
+ * the MMAs' n = 8 (decode has 4-8 heads a kv head, where the rows as m = 16
+ * wasted 3/4 of every MMA): S^T = K Q^T and O^T += V^T P^T, P^T reaching its
+ * B fragments through movmatrix. Half the MMAs and accumulators of rows as
+ * m keep the instructions per key low, so that decode is bound by reading
+ * the cache. Shared memory rows are DP elements, swizzled in 16-byte chunks. */
 template <class T, int DP> __device__ void attention_rows_mma_impl(const cuda_attention_params &p) {
 #if __CUDA_ARCH__ >= 800
-  constexpr int ROWS = 16, KEYS = 32, CH = DP / 8;
+  constexpr int ROWS = GK_ATTENTION_ROWS_QROWS, WARPS = GK_ATTENTION_ROWS_WARPS, KEYS = GK_ATTENTION_ROWS_KEYS;
+  constexpr int CH = DP / 8, THREADS = WARPS * 32;
+  static_assert(ROWS == 8 && KEYS == 16 * WARPS && CH <= 32, "tile shape");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T *q_s = reinterpret_cast<T *>(smem_raw);
   T *k_s = q_s + ROWS * DP; /* [2][KEYS][DP] */
   T *v_s = k_s + 2 * KEYS * DP;
-  const int lane = threadIdx.x, d = p.head_dim;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, d = p.head_dim;
+  const int g = lane >> 2, t2 = 2 * (lane & 3); /* fragment row; first of this lane's two columns */
   const int group = p.q_heads / p.kv_heads;
   const int chunks = (group + p.heads_per_block - 1) / p.heads_per_block;
   const int hk = blockIdx.y / chunks, hc = blockIdx.y % chunks;
@@ -490,146 +505,200 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const cuda_at
   const int seq_last = seq_of_token(p, t_end - 1);
   for (int seq = seq_of_token(p, t0); seq <= seq_last; seq++) {
     const seq_info s = seq_info_of(p, seq);
-    if (!s.ok && lane == 0) raise_error(p.error_flag, GK_ERROR_PAGED_ATTENTION);
+    if (!s.ok && tid == 0) raise_error(p.error_flag, GK_ERROR_PAGED_ATTENTION);
     auto in_seq = [&](int r) {
       return row_exists(r) && row_token(r) >= s.q_start && row_token(r) < s.q_start + s.q_len;
     };
-    /* This thread's two accumulator rows and the keys they see. */
-    int row_end[2];
-    for (int h = 0; h < 2; h++) {
-      const int r = (lane >> 2) + 8 * h;
-      row_end[h] = in_seq(r) ? visible_end(p, s, row_token(r) - s.q_start) : 0;
-    }
-    int block_end = max(row_end[0], row_end[1]);
-    for (int o = 16; o > 0; o >>= 1) block_end = max(block_end, __shfl_xor_sync(0xffffffffu, block_end, o));
-    const int split_keys = keys_per_split(p, block_end);
+    auto end_of = [&](int r) { return in_seq(r) ? visible_end(p, s, row_token(r) - s.q_start) : 0; };
+    /* The keys this lane's two rows (t2, t2 + 1) see, and the block's. */
+    const int row_end[2] = {end_of(t2), end_of(t2 + 1)};
+    int block_end = end_of(lane & 7);
+    for (int o = 4; o > 0; o >>= 1) block_end = max(block_end, __shfl_xor_sync(0xffffffffu, block_end, o));
+    const int split_keys = keys_per_split(p, block_end, KEYS);
     const int k_begin = p.splits > 1 ? blockIdx.z * split_keys : 0;
     const int k_end = p.splits > 1 && k_begin + split_keys < block_end ? k_begin + split_keys : block_end;
     const int ntiles = k_end > k_begin ? (k_end - k_begin + KEYS - 1) / KEYS : 0;
 
-    for (int q = lane; q < ROWS * CH; q += 32) {
+    for (int q = tid; q < ROWS * CH; q += THREADS) {
       const int r = q / CH, c = q % CH;
       const bool ok = in_seq(r) && 8 * c < d;
       const T *src =
           ok ? Q + q_row_at(p, seq, row_token(r), row_token(r) - s.q_start, hk * group + row_head(r)) + 8 * c : Q;
       cp_async16(q_s + r * DP + 8 * swizzle<CH>(r, c), src, ok ? 16 : 0);
     }
-    /* Lane j looks up the cache row of key j of a tile, a tile ahead of
-     * its copy, so the block-table read never stalls the pipeline. */
+    /* Each warp copies its own 16 keys of every tile, whole rows at a time
+     * (32 / CH keys an instruction, so that requests cover whole lines), and
+     * needs no other warp's: the warps' pipelines run apart. Lane j (< 16)
+     * looks up the cache row of the warp's key j a tile ahead of the copy,
+     * so that the block-table read never stalls the pipeline. */
     auto row_of = [&](int j0) -> int64_t {
-      const int j = j0 + lane;
+      const int j = j0 + 16 * warp + (lane & 15);
       if (j >= k_end) return -1;
       const int64_t row = key_slot(p, seq, j);
       if (row < 0) raise_error(p.error_flag, GK_ERROR_PAGED_ATTENTION);
       return row;
     };
-    /* `row` is this lane's key's row; each copy instruction covers whole
-     * rows of consecutive keys (lanes take consecutive chunks), so the
-     * warp's accesses coalesce. */
     auto load_tile = [&](int buf, int64_t row) {
-#pragma unroll 4
-      for (int q = lane; q < KEYS * CH; q += 32) {
+      T *k_dst = k_s + buf * KEYS * DP + 16 * warp * DP, *v_dst = v_s + buf * KEYS * DP + 16 * warp * DP;
+#pragma unroll
+      for (int q = lane; q < 16 * CH; q += 32) {
         const int key = q / CH, c = q % CH;
-        const int64_t key_row_at = __shfl_sync(0xffffffffu, row, key);
-        const bool ok = key_row_at >= 0 && 8 * c < d;
-        const int at = buf * KEYS * DP + key * DP + 8 * swizzle<CH>(key, c);
-        cp_async16(k_s + at, ok ? K + k_row_at(p, seq, key_row_at, hk) + 8 * c : K, ok ? 16 : 0);
-        cp_async16(v_s + at, ok ? V + v_row_at(p, seq, key_row_at, hk) + 8 * c : V, ok ? 16 : 0);
+        const int64_t key_row = __shfl_sync(0xffffffffu, row, key);
+        const int n = key_row >= 0 && 8 * c < d ? 16 : 0; /* bytes copied; the rest of the 16 zero-filled */
+        const int at = key * DP + 8 * swizzle<CH>(key, c);
+        cp_async16(k_dst + at, n ? K + k_row_at(p, seq, key_row, hk) + 8 * c : K, n);
+        cp_async16(v_dst + at, n ? V + v_row_at(p, seq, key_row, hk) + 8 * c : V, n);
       }
     };
     if (ntiles > 0) load_tile(0, row_of(k_begin));
     cp_async_commit();
     int64_t next_row = ntiles > 1 ? row_of(k_begin + KEYS) : -1;
 
-    float o[DP / 8][4];
+    /* o[i]: O^T for dims 16 i + g (+ 8 for elements 2-3), rows t2 and t2 + 1. */
+    float o[DP / 16][4];
 #pragma unroll
-    for (int i = 0; i < DP / 8; i++)
+    for (int i = 0; i < DP / 16; i++)
 #pragma unroll
       for (int e = 0; e < 4; e++) o[i][e] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    const int qr = lane & 15; /* ldmatrix row of Q */
+    uint32_t qf[DP / 16][2]; /* B fragments of Q^T: row g, dims 16 ks + t2 (+ 8) */
 
     for (int it = 0; it < ntiles; it++) {
-      const int j0 = k_begin + it * KEYS;
+      const int j0 = k_begin + it * KEYS + 16 * warp; /* this warp's first key */
       if (it + 1 < ntiles) load_tile((it + 1) & 1, next_row);
       cp_async_commit();
-      next_row = it + 2 < ntiles ? row_of(j0 + 2 * KEYS) : -1;
+      next_row = it + 2 < ntiles ? row_of(k_begin + (it + 2) * KEYS) : -1;
       cp_async_wait<1>();
       __syncwarp();
-      const T *kt = k_s + (it & 1) * KEYS * DP, *vt = v_s + (it & 1) * KEYS * DP;
-      float sc[KEYS / 8][4];
+      if (it == 0) {
+        __syncthreads(); /* every warp's copies of Q have landed */
 #pragma unroll
-      for (int i = 0; i < KEYS / 8; i++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) sc[i][e] = 0.0f;
+        for (int ks = 0; ks < DP / 16; ks += 2) {
+          uint32_t f[4];
+          ldmatrix_x4(f, q_s + (lane & 7) * DP + 8 * swizzle<CH>(lane & 7, 2 * ks + (lane >> 3)));
+          qf[ks][0] = f[0], qf[ks][1] = f[1], qf[ks + 1][0] = f[2], qf[ks + 1][1] = f[3];
+        }
+      }
+      const T *kt = k_s + (it & 1) * KEYS * DP + 16 * warp * DP, *vt = v_s + (it & 1) * KEYS * DP + 16 * warp * DP;
+      /* S^T for keys j0 + g (elements 0-1) and j0 + g + 8 (2-3), rows t2, t2 + 1 */
+      float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int ks = 0; ks < DP / 16; ks++) {
         uint32_t a[4];
-        ldmatrix_x4(a, q_s + qr * DP + 8 * swizzle<CH>(qr, 2 * ks + (lane >> 4)));
+        const int r = lane & 15, c = 2 * ks + (lane >> 4);
+        ldmatrix_x4(a, kt + r * DP + 8 * swizzle<CH>(r, c)); /* rows 16 warp + r: the same swizzle */
+        mma_16816(sc, a, qf[ks], (T *)nullptr);
+      }
+      float p_hi[4], p_lo[4];
 #pragma unroll
-        for (int np = 0; np < KEYS / 16; np++) {
-          const int r = 16 * np + 8 * (lane >> 4) + (lane & 7), c = 2 * ks + ((lane >> 3) & 1);
-          uint32_t t[4];
-          ldmatrix_x4(t, kt + r * DP + 8 * swizzle<CH>(r, c));
-          mma_16816(sc[2 * np], a, t, (T *)nullptr);
-          mma_16816(sc[2 * np + 1], a, t + 2, (T *)nullptr);
+      for (int hr = 0; hr < 2; hr++) { /* row t2 + hr: elements hr and 2 + hr */
+        float s0 = sc[hr], s1 = sc[2 + hr];
+        s0 = j0 + g < row_end[hr] && j0 + g < k_end ? s0 * scale_log2 : -INFINITY;
+        s1 = j0 + g + 8 < row_end[hr] && j0 + g + 8 < k_end ? s1 * scale_log2 : -INFINITY;
+        float mx = fmaxf(s0, s1);
+        for (int o2 = 4; o2 < 32; o2 <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o2));
+        const float m_new = fmaxf(m[hr], mx);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        const float alpha = exp2f(m[hr] - m_use);
+        m[hr] = m_new;
+        float p0 = exp2f(s0 - m_use), p1 = exp2f(s1 - m_use);
+        if (!p_split<T>::value) { /* the weights as the MMA sees them */
+          p0 = to_f32(from_f32<T>(p0));
+          p1 = to_f32(from_f32<T>(p1));
+        }
+        l[hr] = l[hr] * alpha + p0 + p1;
+        p_hi[hr] = p0, p_hi[2 + hr] = p1;
+        if (__any_sync(0xffffffffu, alpha != 1.0f)) {
+#pragma unroll
+          for (int i = 0; i < DP / 16; i++) {
+            o[i][hr] *= alpha;
+            o[i][2 + hr] *= alpha;
+          }
         }
       }
+      /* P^T as B fragments: rows g, keys t2 (+ 1) and t2 + 8 (+ 1). */
+      uint32_t b[2], b_lo[2];
+      b[0] = movmatrix_trans(pack2((T *)nullptr, p_hi[0], p_hi[1]));
+      b[1] = movmatrix_trans(pack2((T *)nullptr, p_hi[2], p_hi[3]));
+      if (p_split<T>::value) {
 #pragma unroll
-      for (int i = 0; i < KEYS / 8; i++)
+        for (int e = 0; e < 4; e++) p_lo[e] = p_hi[e] - to_f32(from_f32<T>(p_hi[e]));
+        b_lo[0] = movmatrix_trans(pack2((T *)nullptr, p_lo[0], p_lo[1]));
+        b_lo[1] = movmatrix_trans(pack2((T *)nullptr, p_lo[2], p_lo[3]));
+      }
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int j = j0 + 8 * i + 2 * (lane & 3) + (e & 1);
-          sc[i][e] = j < row_end[e >> 1] && j < k_end ? sc[i][e] * scale_log2 : -INFINITY;
-        }
-      softmax_fold<T, KEYS, DP>(sc, o, m, l);
-      accumulate_pv<T, KEYS, DP>(sc, o, vt, lane);
-      __syncwarp(); /* the tile may be overwritten next */
+      for (int i = 0; i < DP / 16; i++) {
+        uint32_t a[4]; /* V^T for dims 16 i .. 16 i + 15 x the warp's 16 keys */
+        const int r = 8 * (lane >> 4) + (lane & 7), c = 2 * i + ((lane >> 3) & 1);
+        ldmatrix_x4_trans(a, vt + r * DP + 8 * swizzle<CH>(r, c));
+        mma_16816(o[i], a, b, (T *)nullptr);
+        if (p_split<T>::value) mma_16816(o[i], a, b_lo, (T *)nullptr);
+      }
+      __syncwarp(); /* the warp's tile may be overwritten next */
     }
     cp_async_wait<0>();
-    __syncwarp();
+    __syncthreads();
 
+    /* Every warp's output, row maxima (log2 units) and row sums go to the
+     * (now idle) tiles; then the block merges them row by row, so that the
+     * rows are written out whole. */
+    float *merge_o = reinterpret_cast<float *>(k_s); /* [WARPS][ROWS][DP] */
+    float *merge_ml = merge_o + WARPS * ROWS * DP;   /* [WARPS][ROWS][2] */
+    static_assert((WARPS * ROWS * DP + WARPS * ROWS * 2) * 4 <= 4 * KEYS * DP * (int)sizeof(T), "merge fits");
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
       float total = l[hr];
-      total += __shfl_xor_sync(0xffffffffu, total, 1);
-      total += __shfl_xor_sync(0xffffffffu, total, 2);
-      const int r = (lane >> 2) + 8 * hr;
-      if (!in_seq(r)) continue;
-      const int64_t row = row_token(r) * p.q_heads + hk * group + row_head(r);
+      for (int o2 = 4; o2 < 32; o2 <<= 1) total += __shfl_xor_sync(0xffffffffu, total, o2);
+      float *row_o = merge_o + (warp * ROWS + t2 + hr) * DP;
+#pragma unroll
+      for (int i = 0; i < DP / 16; i++) {
+        row_o[16 * i + g] = o[i][hr];
+        row_o[16 * i + g + 8] = o[i][2 + hr];
+      }
+      if (g == 0) *reinterpret_cast<float2 *>(merge_ml + (warp * ROWS + t2 + hr) * 2) = make_float2(m[hr], total);
+    }
+    __syncthreads();
+    for (int q = tid; q < ROWS * DP; q += THREADS) {
+      const int r = q / DP, c = q % DP;
+      if (!in_seq(r) || c >= d) continue;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < WARPS; w++) mx = fmaxf(mx, merge_ml[(w * ROWS + r) * 2]);
+      const float m_use = mx == -INFINITY ? 0.0f : mx;
+      float total = 0.0f, acc = 0.0f;
+#pragma unroll
+      for (int w = 0; w < WARPS; w++) {
+        const float f = exp2f(merge_ml[(w * ROWS + r) * 2] - m_use);
+        total += merge_ml[(w * ROWS + r) * 2 + 1] * f;
+        acc += merge_o[(w * ROWS + r) * DP + c] * f;
+      }
       const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-      /* Natural log-sum-exp of the scaled scores (m is in log2 units). */
-      const float lse = total > 0.0f ? m[hr] * 0.69314718055994531f + logf(total) : -INFINITY;
+      /* Natural log-sum-exp of the scaled scores (mx is in log2 units). */
+      const float lse = total > 0.0f ? mx * 0.69314718055994531f + logf(total) : -INFINITY;
+      const int64_t row = row_token(r) * p.q_heads + hk * group + row_head(r);
       if (p.splits > 1) {
         const int64_t prow = (int64_t)blockIdx.z * p.tokens * p.q_heads + row;
-        float *po = reinterpret_cast<float *>(p.partial_out) + prow * d;
-#pragma unroll
-        for (int i = 0; i < DP / 8; i++) {
-          const int c = 8 * i + 2 * (lane & 3);
-          if (c < d) *reinterpret_cast<float2 *>(po + c) = make_float2(o[i][2 * hr] * inv, o[i][2 * hr + 1] * inv);
-        }
-        if ((lane & 3) == 0) reinterpret_cast<float *>(p.partial_lse)[prow] = lse;
+        reinterpret_cast<float *>(p.partial_out)[prow * d + c] = acc * inv;
+        if (c == 0) reinterpret_cast<float *>(p.partial_lse)[prow] = lse;
       } else {
-        T *out = ptr_at<T>(p.out, out_row_at(p, seq, row_token(r), row_token(r) - s.q_start, hk * group + row_head(r)));
-#pragma unroll
-        for (int i = 0; i < DP / 8; i++) {
-          const int c = 8 * i + 2 * (lane & 3);
-          if (c < d)
-            *reinterpret_cast<uint32_t *>(out + c) = pack2(out, o[i][2 * hr] * inv, o[i][2 * hr + 1] * inv);
-        }
-        if (p.lse && (lane & 3) == 0)
+        store1(ptr_at<T>(p.out, out_row_at(p, seq, row_token(r), row_token(r) - s.q_start, hk * group + row_head(r))) +
+                   c,
+               acc * inv);
+        if (p.lse && c == 0)
           reinterpret_cast<float *>(p.lse)[((int64_t)seq * p.q_heads + hk * group + row_head(r)) * p.lse_stride +
                                             row_token(r) - s.q_start] = lse;
       }
     }
-    __syncwarp(); /* q_s is rewritten for the next sequence */
+    __syncthreads(); /* q_s and the tiles are rewritten for the next sequence */
   }
 #endif
 }
 
-#define GK_ATTENTION_ROWS_KERNEL(dname, T, DP)                                                 \
-  GK_ENTRY(__launch_bounds__(32), gk_attention_rows_##dname##_d##DP, cuda_attention_params, \
-           attention_rows_mma_impl<T, DP>(p))
+/* Three blocks a multiprocessor fit its shared memory below DP = 256 (one
+ * at 256): registers are capped to match. */
+#define GK_ATTENTION_ROWS_KERNEL(dname, T, DP)                                           \
+  GK_ENTRY(__launch_bounds__(GK_ATTENTION_ROWS_WARPS * 32, (DP) == 256 ? 1 : 3),          \
+           gk_attention_rows_##dname##_d##DP, cuda_attention_params, attention_rows_mma_impl<T, DP>(p))
 GK_ATTENTION_ROWS_KERNEL(f16, f16, 64)
 GK_ATTENTION_ROWS_KERNEL(bf16, bf16, 64)
 GK_ATTENTION_ROWS_KERNEL(f16, f16, 128)

@@ -181,11 +181,17 @@ typedef struct cuda_argmax_params {
   int32_t pad_;
 } cuda_argmax_params;
 
+/* sample; the top_k path (sample_topk_chunks, then sample_topk_draw) takes
+ * rows row_begin + blockIdx.y (.x) of `chunks` chunks of GK_SAMPLE_CHUNK
+ * logits each, with top_k candidates (8 bytes) and a tie key (4 bytes) per
+ * chunk in the scratch at `candidates` and `tie_keys`. */
 typedef struct cuda_sample_params {
   uint64_t logits, out;
   int64_t rows, cols, stride;
   int64_t out_cols, out_stride;
   uint64_t seed, offset;
+  uint64_t candidates, tie_keys;
+  int64_t chunks, row_begin;
   float temperature, top_p, min_p;
   int32_t top_k;
   int32_t vec; /* cols % 8 == 0 and rows 16-byte aligned */
@@ -210,6 +216,8 @@ typedef struct cuda_sample_params {
 #define GK_GEMV_NK_OUTPUTS 8   /* outputs per block (one per warp) */
 #define GK_GEMV_KN_OUTPUTS 64
 #define GK_SAMPLE_THREADS 256
+#define GK_SAMPLE_CHUNK 2048    /* logits per block of sample_topk_chunks, 8 a thread */
+#define GK_SAMPLE_TOPK_MAX 256  /* the largest top_k of sample's top_k path */
 #define GK_NORM_MAX_THREADS 512
 /* softmax_stash: threads of its one block per multiprocessor, and the
  * 16-byte vectors of a row each keeps in registers. */
@@ -224,9 +232,12 @@ typedef struct cuda_sample_params {
 #define GK_ATTENTION_PITCH(d, esize) (((((d) * (esize)) / 16) | 1) * 16)
 #define GK_ATTENTION_SMEM(d, esize, stages) \
   (GK_ATTENTION_WARPS * ((d) + 32) * 4 + (stages) * 2 * GK_ATTENTION_KEYS * GK_ATTENTION_PITCH(d, esize))
-/* Tensor-core attention by rows (one warp, 16 rows, two 32-key tiles of K
- * and V), head dims padded to 64, 128 or 256. */
-#define GK_ATTENTION_ROWS_SMEM(dp) ((16 * (dp) + 4 * 32 * (dp)) * 2)
+/* Tensor-core attention by rows: 8 query rows a block, warps of 16 keys
+ * each, Q and two tiles of K and V (head dims padded to 64, 128 or 256). */
+#define GK_ATTENTION_ROWS_QROWS 8
+#define GK_ATTENTION_ROWS_WARPS 4
+#define GK_ATTENTION_ROWS_KEYS (16 * GK_ATTENTION_ROWS_WARPS)
+#define GK_ATTENTION_ROWS_SMEM(dp) ((GK_ATTENTION_ROWS_QROWS * (dp) + 4 * GK_ATTENTION_ROWS_KEYS * (dp)) * 2)
 /* Tensor-core attention: head dims padded to 64, 128 or 256; keys per tile. */
 #define GK_ATTENTION_MMA_KEYS(dp) ((dp) == 256 ? 32 : 64)
 #define GK_ATTENTION_MMA_SMEM(dp) \

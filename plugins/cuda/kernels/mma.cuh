@@ -31,6 +31,16 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *p) 
 #endif
 }
 
+/* The transpose of the 8x8 b16 matrix whose row lane / 4, columns
+ * 2 (lane % 4) and + 1, each lane holds: the same elements of the transpose. */
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y = 0;
+#if __CUDA_ARCH__ >= 800
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+#endif
+  return y;
+}
+
 /* d += a b for one m16n8k16 tile. */
 __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2], bf16 *) {
 #if __CUDA_ARCH__ >= 800

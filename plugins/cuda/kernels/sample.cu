@@ -1,10 +1,13 @@
 /*
  * sample.cu - argmax and sample: one block per row (GK_SAMPLE_THREADS
- * threads for sample).
+ * threads for sample); sample with 1 < top_k <= GK_SAMPLE_TOPK_MAX also has
+ * a two-kernel path, with a block per chunk of the row first (below).
  *
- * sample keeps the tokens that survive top_k, then top_p (over what top_k
- * kept), then min_p (relative to the most likely token), and draws one of
- * them with probability proportional to exp((logit - max) / temperature).
+ * sample keeps the tokens that survive top_k (every logit whose order key
+ * is >= the top_k-th largest: ties at the threshold are all kept), then
+ * top_p (over what top_k kept), then min_p (relative to the most likely
+ * token), and draws one of them with probability proportional to
+ * exp((logit - max) / temperature).
  * Probabilities are summed as 40-bit fixed-point integers, so every sum is
  * exact and independent of the order of the threads: the same inputs give
  * the same token on every run.
@@ -24,32 +27,11 @@ __device__ __forceinline__ bool beats(float v, int64_t i, float best, int64_t be
   return v > best || (v == best && i < best_i);
 }
 
-/* Index of the row's largest logit (lowest on ties), for every thread. */
-template <class T> __device__ int64_t row_argmax(const T *row, int64_t cols, int vec) {
+/* The block's best (value, index) by beats(), from each thread's own best,
+ * for every thread. */
+__device__ int64_t block_argmax(float best, int64_t best_i, float *value) {
   __shared__ float best_value[32];
   __shared__ int64_t best_index[32];
-  /* First a bare >: a thread's columns come in order, so that keeps the
-   * lowest index of its largest number in fewer instructions than beats()
-   * (H100 [128, 128256]: bf16 24.8 -> 17.8 us, f32 29.6 -> 26.4; [1, 128256]
-   * 17.8 -> 11.2), but never takes NaN or -inf; a thread that found nothing
-   * so looks again with beats(). */
-  float best = -INFINITY;
-  int64_t best_i = INT64_MAX;
-  for_row(row, cols, vec, [&](int64_t c, float v) {
-    if (v > best) {
-      best = v;
-      best_i = c;
-    }
-  });
-  if (best_i == INT64_MAX) {
-    best = __int_as_float(0x7fc00000); /* NaN: nothing yet */
-    for_row(row, cols, vec, [&](int64_t c, float v) {
-      if (beats(v, c, best, best_i)) {
-        best = v;
-        best_i = c;
-      }
-    });
-  }
   for (int o = 16; o > 0; o >>= 1) {
     const float v = __shfl_xor_sync(0xffffffffu, best, o);
     const int64_t i = __shfl_xor_sync(0xffffffffu, best_i, o);
@@ -77,10 +59,42 @@ template <class T> __device__ int64_t row_argmax(const T *row, int64_t cols, int
         best_i = i;
       }
     }
-    if (lane == 0) best_index[0] = best_i;
+    if (lane == 0) {
+      best_value[0] = best;
+      best_index[0] = best_i;
+    }
   }
   __syncthreads();
+  *value = best_value[0];
   return best_index[0];
+}
+
+/* Index of the row's largest logit (lowest on ties), for every thread. */
+template <class T> __device__ int64_t row_argmax(const T *row, int64_t cols, int vec) {
+  /* First a bare >: a thread's columns come in order, so that keeps the
+   * lowest index of its largest number in fewer instructions than beats()
+   * (H100 [128, 128256]: bf16 24.8 -> 17.8 us, f32 29.6 -> 26.4; [1, 128256]
+   * 17.8 -> 11.2), but never takes NaN or -inf; a thread that found nothing
+   * so looks again with beats(). */
+  float best = -INFINITY;
+  int64_t best_i = INT64_MAX;
+  for_row(row, cols, vec, [&](int64_t c, float v) {
+    if (v > best) {
+      best = v;
+      best_i = c;
+    }
+  });
+  if (best_i == INT64_MAX) {
+    best = __int_as_float(0x7fc00000); /* NaN: nothing yet */
+    for_row(row, cols, vec, [&](int64_t c, float v) {
+      if (beats(v, c, best, best_i)) {
+        best = v;
+        best_i = c;
+      }
+    });
+  }
+  float value;
+  return block_argmax(best, best_i, &value);
 }
 
 __device__ __forceinline__ int32_t *out_at(uint64_t out, int64_t cols, int64_t stride, int64_t r) {
@@ -116,23 +130,21 @@ __device__ uint64_t philox_64(uint64_t seed, uint64_t offset, uint64_t row) {
   return ((uint64_t)c0 << 32) | c1;
 }
 
-/* An unsigned key with the order of the floats. */
+/* An unsigned key with the order of the floats. NaN with the sign bit
+ * clear ranks above +inf, with it set below -inf; the keys of numbers run
+ * from KEY_MINUS_INF to KEY_PLUS_INF. */
 __device__ __forceinline__ uint32_t order_key(float x) {
   const uint32_t u = __float_as_uint(x);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
+#define KEY_MINUS_INF 0x007fffffu
+#define KEY_PLUS_INF 0xff800000u
 
 #define FIXED_ONE 1099511627776.0f /* 2^40 */
 
-struct sample_row {
-  const void *logits;
-  int64_t cols;
-  int vec;
+struct sample_weights {
   float max, inv_temperature;
 
-  template <class T, class F> __device__ __forceinline__ void each(F f) const {
-    for_row(reinterpret_cast<const T *>(logits), cols, vec, f);
-  }
   /* Unnormalised probability exp((x - max) / temperature), in [0, 1]. */
   __device__ __forceinline__ float weight(float x) const { return expf((x - max) * inv_temperature); }
   __device__ __forceinline__ uint64_t fixed(float x) const {
@@ -140,45 +152,105 @@ struct sample_row {
   }
 };
 
+/* One step of a radix selection, by warp 0, over the 256-bin histogram of
+ * the current digit: the largest bin b such that the bins >= b hold at
+ * least `need` (bin 0 if none) goes to *bin, what the bins above it hold to
+ * *above. Lane l sums bins 8l..8l+7, so the search is a scan over 32 lanes
+ * rather than a walk over 256 bins by one thread. */
+template <class Count> __device__ void pick_bin(const Count *hist, Count need, uint32_t *bin, Count *above) {
+  const int lane = threadIdx.x & 31;
+  Count own[8], sum = 0;
+#pragma unroll
+  for (int i = 0; i < 8; i++) sum += own[i] = hist[8 * lane + i];
+  Count suffix = sum; /* lanes >= this one */
+  for (int o = 1; o < 32; o <<= 1) {
+    const Count n = __shfl_down_sync(0xffffffffu, suffix, o);
+    if (lane + o < 32) suffix += n;
+  }
+  Count run = suffix - sum;
+  int found = -1;
+#pragma unroll
+  for (int i = 7; i >= 0; i--)
+    if (found < 0) {
+      if (run + own[i] >= need || (lane == 0 && i == 0)) found = 8 * lane + i;
+      else run += own[i];
+    }
+  if (lane == 31 - __clz(__ballot_sync(0xffffffffu, found >= 0))) {
+    *bin = (uint32_t)found;
+    *above = run;
+  }
+}
+
+/* Shared by every radix_select of a kernel: one instance per template
+ * argument set would multiply the kernel's shared memory. */
+__shared__ unsigned long long sample_hist[SAMPLE_WARPS][256];
+
 /* Radix selection over order keys, eight bits at a time from the top: finds
  * the largest key K such that the elements with key >= K (and >= `floor`)
- * have a total `measure` of at least `need`. The measure is 1 per element
- * (top_k) or the fixed-point weight (top_p). Each warp fills its own
- * histogram, so fewer threads contend for one bin. */
-template <class T, bool BY_MASS>
-__device__ uint32_t radix_select(const sample_row &row, uint32_t floor, uint64_t need) {
-  __shared__ unsigned long long hist[SAMPLE_WARPS][256];
-  __shared__ uint32_t chosen_prefix;
-  __shared__ unsigned long long chosen_need;
+ * have a total measure of at least `need`. The measure is 1 per element
+ * (top_k) or the fixed-point weight (top_p). each(f) calls f(column, x) for
+ * each of this thread's elements: the row's, or the top_k path's
+ * candidates. Each warp fills its own histogram, so fewer threads contend
+ * for one bin. */
+template <bool BY_MASS, class Each>
+__device__ uint32_t radix_select(Each each, const sample_weights &w, uint32_t floor, uint64_t need) {
+  __shared__ uint32_t chosen_bin;
+  __shared__ unsigned long long chosen_above;
   const int warp = threadIdx.x >> 5;
   uint32_t prefix = 0, mask = 0;
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = threadIdx.x; b < SAMPLE_WARPS * 256; b += blockDim.x) hist[b / 256][b % 256] = 0;
+    for (int b = threadIdx.x; b < SAMPLE_WARPS * 256; b += blockDim.x) sample_hist[b / 256][b % 256] = 0;
     __syncthreads();
-    row.each<T>([&](int64_t, float x) {
+    each([&](int64_t, float x) {
       const uint32_t key = order_key(x);
       if ((key & mask) == prefix && key >= floor)
-        atomicAdd(&hist[warp][(key >> shift) & 255u], BY_MASS ? (unsigned long long)row.fixed(x) : 1ull);
+        atomicAdd(&sample_hist[warp][(key >> shift) & 255u], BY_MASS ? (unsigned long long)w.fixed(x) : 1ull);
     });
     __syncthreads();
     for (int b = threadIdx.x; b < 256; b += blockDim.x)
-      for (int w = 1; w < SAMPLE_WARPS; w++) hist[0][b] += hist[w][b];
+      for (int v = 1; v < SAMPLE_WARPS; v++) sample_hist[0][b] += sample_hist[v][b];
     __syncthreads();
-    if (threadIdx.x == 0) {
-      unsigned long long above = 0;
-      int b = 255;
-      for (; b > 0; b--) {
-        if (above + hist[0][b] >= need) break;
-        above += hist[0][b];
-      }
-      chosen_prefix = prefix | ((uint32_t)b << shift);
-      chosen_need = need - above;
-    }
+    if (warp == 0) pick_bin<unsigned long long>(sample_hist[0], need, &chosen_bin, &chosen_above);
     __syncthreads();
-    prefix = chosen_prefix;
-    need = chosen_need;
+    prefix |= chosen_bin << shift;
+    need -= chosen_above;
     mask |= 255u << shift;
     __syncthreads();
+  }
+  return prefix;
+}
+
+/* radix_select's top_k search, for the top_k path: the largest key K such
+ * that at least `need` of the block's elements have key >= K (0 if there
+ * are fewer), on 32-bit counts. get(i, &key), for i < items (the same for
+ * every thread), says whether this thread has an element i and gives its
+ * key. Every lane of a warp runs every i, so a warp adds once per distinct
+ * bin (__match_any_sync): the largest logits share their leading digits,
+ * and one add per lane would mostly queue on one bin. */
+template <class Get> __device__ uint32_t count_select(int items, Get get, uint32_t need) {
+  __shared__ uint32_t hist[256];
+  __shared__ uint32_t chosen_bin, chosen_above;
+  const int lane = threadIdx.x & 31;
+  uint32_t prefix = 0, mask = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
+    __syncthreads();
+#pragma unroll 8
+    for (int i = 0; i < items; i++) {
+      uint32_t key = 0;
+      const bool in = get(i, &key) && (key & mask) == prefix;
+      if (__any_sync(0xffffffffu, in)) {
+        const uint32_t bin = in ? (key >> shift) & 255u : 256u;
+        const unsigned peers = __match_any_sync(0xffffffffu, bin);
+        if (in && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], (uint32_t)__popc(peers));
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) pick_bin<uint32_t>(hist, need, &chosen_bin, &chosen_above);
+    __syncthreads();
+    prefix |= chosen_bin << shift;
+    need -= chosen_above;
+    mask |= 255u << shift;
   }
   return prefix;
 }
@@ -213,58 +285,217 @@ __device__ uint64_t block_exclusive_scan_u64(uint64_t v) {
   return before + inclusive - v;
 }
 
-template <class T> __device__ void sample_impl(const cuda_sample_params &p) {
+/* What follows top_k, for row r: top_p over the elements with key >=
+ * `floor` (what top_k kept), min_p, and the draw; returns the token, for
+ * every thread. each(f) calls f(column, x) for each of this thread's
+ * elements, in a fixed order: the draw walks the kept ones thread by
+ * thread, each thread's in that order. `best` (the most likely token) is
+ * the answer when no kept token has a weight (no finite maximum). */
+template <class Each>
+__device__ int64_t draw_kept(Each each, const sample_weights &w, uint32_t floor, int64_t best,
+                             const cuda_sample_params &p, int64_t r) {
   __shared__ int64_t drawn;
-  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
-    const T *logits = ptr_at<const T>(p.logits, r * p.stride);
-    int32_t *out = out_at(p.out, p.out_cols, p.out_stride, r);
-    const int64_t best = row_argmax(logits, p.cols, p.vec);
-    if (!(p.temperature > 0.0f) || p.top_k == 1) {
-      if (threadIdx.x == 0) *out = (int32_t)best;
-      continue;
-    }
-    const sample_row row = {logits, p.cols, p.vec, load1(logits + best), 1.0f / p.temperature};
-    uint32_t floor = 0;
-    if (p.top_k > 0 && p.top_k < p.cols) floor = radix_select<T, false>(row, 0, (uint64_t)p.top_k);
-    if (p.top_p < 1.0f) {
-      uint64_t mass = 0;
-      row.each<T>([&](int64_t, float x) {
-        if (order_key(x) >= floor) mass += row.fixed(x);
+  if (p.top_p < 1.0f) {
+    uint64_t mass = 0;
+    each([&](int64_t, float x) {
+      if (order_key(x) >= floor) mass += w.fixed(x);
+    });
+    mass = block_sum_u64(mass);
+    uint64_t need = (uint64_t)((double)p.top_p * (double)mass);
+    if (need == 0) need = 1;
+    const uint32_t k = radix_select<true>(each, w, floor, need);
+    floor = k > floor ? k : floor;
+  }
+  const float min_weight = p.min_p > 0.0f ? p.min_p : 0.0f;
+  auto kept_mass = [&](float x) -> uint64_t {
+    return order_key(x) >= floor && w.weight(x) >= min_weight ? w.fixed(x) : 0;
+  };
+  uint64_t own = 0;
+  each([&](int64_t, float x) { own += kept_mass(x); });
+  const uint64_t before = block_exclusive_scan_u64(own);
+  const uint64_t total = block_sum_u64(own);
+  if (threadIdx.x == 0) drawn = best;
+  __syncthreads();
+  if (total > 0) {
+    const uint64_t target = __umul64hi(total, philox_64(p.seed, p.offset, (uint64_t)r));
+    if (target >= before && target < before + own) {
+      uint64_t run = before;
+      int64_t found = -1;
+      each([&](int64_t c, float x) {
+        run += kept_mass(x);
+        if (found < 0 && run > target) found = c;
       });
-      mass = block_sum_u64(mass);
-      uint64_t need = (uint64_t)((double)p.top_p * (double)mass);
-      if (need == 0) need = 1;
-      const uint32_t k = radix_select<T, true>(row, floor, need);
-      floor = k > floor ? k : floor;
+      drawn = found;
     }
-    const float min_weight = p.min_p > 0.0f ? p.min_p : 0.0f;
-    /* The draw walks the kept tokens in a fixed order: thread by thread,
-     * each thread's own elements in for_row's order. */
-    auto kept_mass = [&](float x) -> uint64_t {
-      return order_key(x) >= floor && row.weight(x) >= min_weight ? row.fixed(x) : 0;
-    };
-    uint64_t own = 0;
-    row.each<T>([&](int64_t, float x) { own += kept_mass(x); });
-    const uint64_t before = block_exclusive_scan_u64(own);
-    const uint64_t total = block_sum_u64(own);
-    if (threadIdx.x == 0) drawn = best;
-    __syncthreads();
-    if (total > 0) {
-      const uint64_t target = __umul64hi(total, philox_64(p.seed, p.offset, (uint64_t)r));
-      if (target >= before && target < before + own) {
-        uint64_t run = before;
-        int64_t found = -1;
-        row.each<T>([&](int64_t c, float x) {
-          run += kept_mass(x);
-          if (found < 0 && run > target) found = c;
-        });
-        drawn = found;
-      }
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) *out = (int32_t)drawn;
-    __syncthreads();
+  }
+  __syncthreads();
+  const int64_t token = drawn;
+  __syncthreads();
+  return token;
+}
+
+/* Row r's token from the whole row, one block: argmax, top_k by radix
+ * selection over the row, then draw_kept over the row. */
+template <class T> __device__ int64_t sample_row(const cuda_sample_params &p, int64_t r) {
+  const T *logits = ptr_at<const T>(p.logits, r * p.stride);
+  const int64_t best = row_argmax(logits, p.cols, p.vec);
+  if (!(p.temperature > 0.0f) || p.top_k == 1) return best;
+  const sample_weights w = {load1(logits + best), 1.0f / p.temperature};
+  auto each = [&](auto f) { for_row(logits, p.cols, p.vec, f); };
+  uint32_t floor = 0;
+  if (p.top_k > 0 && p.top_k < p.cols) floor = radix_select<false>(each, w, 0, (uint64_t)p.top_k);
+  return draw_kept(each, w, floor, best, p, r);
+}
+
+template <class T> __device__ void sample_impl(const cuda_sample_params &p) {
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const int64_t token = sample_row<T>(p, r);
+    if (threadIdx.x == 0) *out_at(p.out, p.out_cols, p.out_stride, r) = (int32_t)token;
   }
 }
 
 GK_FLOAT_KERNELS(sample, sample_impl, cuda_sample_params, __launch_bounds__(GK_SAMPLE_THREADS))
+
+/* ------------------------------------------------------ sample, top_k path */
+
+/* For 1 < top_k <= GK_SAMPLE_TOPK_MAX (and temperature > 0) two kernels
+ * share a row: sample_topk_chunks cuts it into chunks of GK_SAMPLE_CHUNK
+ * logits, one block each, and keeps each chunk's top_k as candidates;
+ * sample_topk_draw, one block a row, finds the row's top_k threshold among
+ * the candidates (the union of every chunk's top_k holds the row's) and
+ * runs top_p, min_p and the draw over them: the same tokens are kept as by
+ * the whole-row kernel, with the same sums; only the order the draw walks
+ * them in differs. Every step writes or reads in a fixed order, so the
+ * token is the same on every run. */
+
+static_assert(GK_SAMPLE_CHUNK == 8 * GK_SAMPLE_THREADS && GK_SAMPLE_THREADS == 256,
+              "sample_topk_chunks: eight logits a thread, one histogram bin a thread");
+
+/* A candidate: a logit and its column; column -1 fills a chunk's unused slots. */
+struct sample_candidate {
+  float value;
+  int32_t column;
+};
+
+/* Row r's candidates: chunk c's top_k slots at ((r - row_begin) * chunks +
+ * c) * top_k. A chunk's candidates are its logits with key > Kc (its top_k
+ * threshold) in thread order, then those with key == Kc until top_k are
+ * there; tie_keys holds Kc for a chunk that left some of them out, else 0
+ * (no number's key: sample_topk_draw never takes it for its threshold). */
+template <class T> __device__ void sample_topk_chunks_impl(const cuda_sample_params &p) {
+  const int64_t r = p.row_begin + blockIdx.y, first = (int64_t)blockIdx.x * GK_SAMPLE_CHUNK;
+  const T *logits = ptr_at<const T>(p.logits, r * p.stride);
+  const uint32_t k = (uint32_t)p.top_k;
+  /* Eight logits a thread, in registers: columns first + 8 * thread + j
+   * (one or two 16-byte loads) when p.vec, else first + thread + 256 * j. */
+  auto column = [&](int j) -> int64_t {
+    return p.vec ? first + 8 * threadIdx.x + j : first + threadIdx.x + j * GK_SAMPLE_THREADS;
+  };
+  float x[8] = {0};
+  uint32_t key[8], valid = 0;
+  if (p.vec) {
+    if (column(0) < p.cols) {
+      load8(logits + column(0), x);
+      valid = 0xffu;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+      if (column(j) < p.cols) {
+        x[j] = load1(logits + column(j));
+        valid |= 1u << j;
+      }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; j++) key[j] = order_key(x[j]);
+
+  /* Kc; a chunk of top_k logits or fewer gets 0 and keeps them all. */
+  const uint32_t kc = count_select(
+      8,
+      [&](int j, uint32_t *out_key) {
+        *out_key = key[j];
+        return (valid >> j & 1u) != 0;
+      },
+      k);
+
+  /* Slots by a block scan of (greater, equal) counts in thread order. */
+  uint64_t counts = 0;
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    if (valid >> j & 1u) counts += key[j] > kc ? 1ull << 32 : key[j] == kc ? 1ull : 0ull;
+  const uint64_t before = block_exclusive_scan_u64(counts), total = block_sum_u64(counts);
+  const uint32_t greater = (uint32_t)(total >> 32), found = greater + (uint32_t)total;
+  const int64_t chunk = (r - p.row_begin) * p.chunks + blockIdx.x;
+  sample_candidate *out = reinterpret_cast<sample_candidate *>(p.candidates) + chunk * k;
+  uint32_t at_greater = (uint32_t)(before >> 32), at_equal = greater + (uint32_t)before;
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+    if (valid >> j & 1u) {
+      const sample_candidate c = {x[j], (int32_t)column(j)};
+      if (key[j] > kc) {
+        out[at_greater++] = c;
+      } else if (key[j] == kc) {
+        if (at_equal < k) out[at_equal] = c;
+        at_equal++;
+      }
+    }
+  for (uint32_t i = (found < k ? found : k) + threadIdx.x; i < k; i += GK_SAMPLE_THREADS) out[i] = {0.0f, -1};
+  if (threadIdx.x == 0) reinterpret_cast<uint32_t *>(p.tie_keys)[chunk] = found > k ? kc : 0u;
+}
+
+/* Row row_begin + blockIdx.x: the row's top_k threshold K is the top_k-th
+ * largest key among its candidates. The candidates hold every logit with
+ * key >= K but where a chunk left out ties at K: such a chunk is read whole
+ * from the row instead of its candidates (after them). A row whose K is a
+ * NaN's (then its largest number may be no candidate) is sampled from the
+ * whole row as sample does. */
+template <class T> __device__ void sample_topk_draw_impl(const cuda_sample_params &p) {
+  const int64_t r = p.row_begin + blockIdx.x, slots = p.chunks * p.top_k;
+  const T *logits = ptr_at<const T>(p.logits, r * p.stride);
+  const sample_candidate *candidates =
+      reinterpret_cast<const sample_candidate *>(p.candidates) + (r - p.row_begin) * slots;
+  const uint32_t *tie_keys = reinterpret_cast<const uint32_t *>(p.tie_keys) + (r - p.row_begin) * p.chunks;
+  auto get = [&](int i, uint32_t *key) {
+    const int64_t slot = threadIdx.x + (int64_t)i * blockDim.x;
+    if (slot >= slots) return false;
+    const sample_candidate c = candidates[slot];
+    *key = order_key(c.value);
+    return c.column >= 0;
+  };
+  const uint32_t floor = count_select((int)((slots + blockDim.x - 1) / blockDim.x), get, (uint32_t)p.top_k);
+  int64_t token;
+  if (floor < KEY_MINUS_INF || floor > KEY_PLUS_INF) {
+    token = sample_row<T>(p, r);
+  } else {
+    int cut = 0;
+    for (int64_t c = threadIdx.x; c < p.chunks; c += blockDim.x) cut |= tie_keys[c] == floor;
+    const bool any_cut = __syncthreads_or(cut);
+    auto each = [&](auto f) {
+      for (int64_t i = threadIdx.x; i < slots; i += blockDim.x) {
+        const sample_candidate c = candidates[i];
+        if (c.column >= 0 && !(any_cut && tie_keys[i / p.top_k] == floor)) f((int64_t)c.column, c.value);
+      }
+      for (int64_t c = 0; any_cut && c < p.chunks; c++)
+        if (tie_keys[c] == floor) {
+          const int64_t end = (c + 1) * GK_SAMPLE_CHUNK < p.cols ? (c + 1) * GK_SAMPLE_CHUNK : p.cols;
+          for (int64_t col = c * GK_SAMPLE_CHUNK + threadIdx.x; col < end; col += blockDim.x)
+            f(col, load1(logits + col));
+        }
+    };
+    float best = __int_as_float(0x7fc00000), top;
+    int64_t best_i = INT64_MAX;
+    each([&](int64_t c, float x) {
+      if (beats(x, c, best, best_i)) {
+        best = x;
+        best_i = c;
+      }
+    });
+    best_i = block_argmax(best, best_i, &top);
+    token = draw_kept(each, sample_weights{top, 1.0f / p.temperature}, floor, best_i, p, r);
+  }
+  if (threadIdx.x == 0) *out_at(p.out, p.out_cols, p.out_stride, r) = (int32_t)token;
+}
+
+GK_FLOAT_KERNELS(sample_topk_chunks, sample_topk_chunks_impl, cuda_sample_params,
+                 __launch_bounds__(GK_SAMPLE_THREADS))
+GK_FLOAT_KERNELS(sample_topk_draw, sample_topk_draw_impl, cuda_sample_params, __launch_bounds__(GK_SAMPLE_THREADS))
