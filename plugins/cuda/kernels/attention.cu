@@ -1,12 +1,15 @@
 /*
  * attention.cu - attention and paged_attention.
  *
- *  - attention_simt: flash attention on CUDA cores, one query row per warp,
- *    key/value tiles of 32 keys (one per lane) shared by the block's 4 rows.
- *    Serves paged_attention (decode, chunked prefill, prefill after a
- *    prefix), contiguous attention in f32, on sm_75, or with few query rows;
+ *  - attention_rows: the rows of one kv head (paged decode, chunked prefill,
+ *    prefill after a prefix, contiguous attention with few query rows) on
+ *    tensor cores (f16/bf16, sm_80+): 8 query rows a block, 16 keys of each
+ *    tile a warp, the products transposed so that the rows are the MMA's n;
  *    long key ranges are split across blocks (flash-decoding) and merged by
  *    attention_combine.
+ *  - attention_simt: the same work on CUDA cores (f32, sm_75, unaligned
+ *    rows), one query row per warp, key/value tiles of 32 keys (one per
+ *    lane) shared by the block's 4 rows.
  *  - attention_mma: flash attention on tensor cores (f16/bf16, sm_80+) for
  *    contiguous prefill: 64 query rows of one head per block, 16 per warp,
  *    S = Q K^T and O += P V with mma.sync, P kept in registers.
