@@ -1162,13 +1162,6 @@ static int64_t count_differences(const double *a, const double *b, int64_t n) {
   return differ;
 }
 
-/* How many of n values are larger than `value`. */
-static int64_t count_larger(const double *values, int64_t n, double value) {
-  int64_t larger = 0;
-  for (int64_t i = 0; i < n; i++) larger += values[i] > value;
-  return larger;
-}
-
 /* Same (seed, offset) -> same tokens; another offset or seed -> others.
  * With top_k, fewer than top_k logits of its row are larger than every
  * token's (which holds whether a backend keeps all the ties at the top_k
@@ -1192,11 +1185,7 @@ static void sample_determinism(gllmk_dtype dtype, int64_t vocab, const sample_pa
   dev_download(&next_seed);
   for (int64_t r = 0; r < rows; r++) {
     const double token = first.host[r];
-    if (!(token >= 0 && token < vocab)) {
-      conf_fail("%s: row %lld drew token %g, outside [0, %lld)", what, (long long)r, token,
-                (long long)vocab);
-      return;
-    }
+    if (!token_in_row(what, r, token, vocab)) return;
     const double *row = logits.host + r * vocab;
     if (sp->top_k > 0 && count_larger(row, vocab, row[(int64_t)token]) >= sp->top_k) {
       conf_fail("%s: row %lld drew token %g, not among its top_k", what, (long long)r, token);
@@ -1247,11 +1236,7 @@ static void sample_ties(gllmk_dtype dtype, const sample_params *sp) {
   bool all_equal_rows_differ = false;
   for (int64_t r = 0; r < rows; r++) {
     const double token = first.host[r];
-    if (!(token >= 0 && token < width)) {
-      conf_fail("%s: row %lld drew token %g, outside [0, %lld)", what, (long long)r, token,
-                (long long)width);
-      return;
-    }
+    if (!token_in_row(what, r, token, width)) return;
     const double logit = logits.host[r * width + (int64_t)token];
     if ((r % 3 == 1 && logit < 0.5) || (r % 3 == 2 && logit == -INFINITY)) {
       conf_fail("%s: row %lld drew token %g of logit %g, below the top_k threshold", what, (long long)r,

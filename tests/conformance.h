@@ -120,6 +120,21 @@ typedef struct shape {
 #define SHAPE(...) \
   ((shape){(int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), {__VA_ARGS__}})
 
+/* Whether row r of a sample drew a token in [0, width); a failure when
+ * not. */
+static inline bool token_in_row(const char *what, int64_t r, double token, int64_t width) {
+  if (token >= 0 && token < (double)width) return true;
+  conf_fail("%s: row %lld drew token %g, outside [0, %lld)", what, (long long)r, token, (long long)width);
+  return false;
+}
+
+/* How many of n values are larger than `value`. */
+static inline int64_t count_larger(const double *values, int64_t n, double value) {
+  int64_t larger = 0;
+  for (int64_t i = 0; i < n; i++) larger += values[i] > value;
+  return larger;
+}
+
 static inline int64_t shape_numel(shape s) {
   int64_t n = 1;
   for (int32_t i = 0; i < s.ndim; i++) n *= s.d[i];

@@ -961,12 +961,8 @@ static void sample_view_case(gllmk_dtype dtype, shape s, const layout *L, float 
     for (int64_t r = 0; r < rows; r++) {
       const double *row = lv + r * vocab;
       double token = out.host[r];
-      if (!(token >= 0 && token < (double)vocab)) {
-        conf_fail("%s: row %lld drew %g, outside [0, %lld)", what, (long long)r, token, (long long)vocab);
-        return;
-      }
-      int64_t larger = 0; /* logits strictly above the token's */
-      for (int64_t i = 0; i < vocab; i++) larger += row[i] > row[(int64_t)token];
+      if (!token_in_row(what, r, token, vocab)) return;
+      const int64_t larger = count_larger(row, vocab, row[(int64_t)token]); /* logits strictly above the token's */
       if (larger >= 3) {
         conf_fail("%s: row %lld drew token %g, which %lld logits of its row beat (top_k 3)", what,
                   (long long)r, token, (long long)larger);

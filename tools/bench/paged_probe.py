@@ -11,23 +11,14 @@ usage: paged_probe.py [--build DIR] [--calls N] B:L ...
 """
 import argparse
 import ctypes
-import math
 
 import torch
 
-from torch_peer import Gllmk, PagedArgs
+from torch_peer import Gllmk, paged_decode_args
 
 
 def probe(g, b, length, calls):
-    hq, hkv, d, bs = 32, 8, 128, 16
-    blocks = b * length // bs
-    bf = torch.bfloat16
-    kc, vc = (torch.randn(blocks, bs, hkv, d, dtype=bf) for _ in range(2))
-    table = torch.randperm(blocks, dtype=torch.int32).reshape(b, length // bs)
-    tensors = [g.tensor(x) for x in (torch.zeros(b, hq, d, dtype=bf), torch.randn(b, hq, d, dtype=bf), kc, vc,
-                                      table, torch.arange(b + 1, dtype=torch.int32),
-                                      torch.full((b,), length, dtype=torch.int32))]
-    args = PagedArgs(*(ctypes.pointer(t) for t in tensors), 1.0 / math.sqrt(d))
+    args, _, _ = paged_decode_args(g, b, length, hq=32, hkv=8, d=128)
     op = g.op_ids["paged_attention"]
     for _ in range(calls):
         g.check(g.lib.gllmk_op_run(g.ctx, op, ctypes.byref(args), ctypes.sizeof(args)), "paged_attention")

@@ -297,6 +297,25 @@ def rel_error(ours, ref):
     return ((ours - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
+def paged_decode_args(g, b, length, hq, hkv, d, bs=16):
+    """paged_attention's arguments for b bf16 sequences decoding one token
+    after `length` cached ones, blocks of `bs` keys in a shuffled cache: the
+    args, the output tensor and the host q, k cache, v cache and block table."""
+    bf = torch.bfloat16
+    blocks = b * length // bs
+    kc, vc = (torch.randn(blocks, bs, hkv, d, dtype=bf) for _ in range(2))
+    table = torch.randperm(blocks, dtype=torch.int32).reshape(b, length // bs)
+    q = torch.randn(b, hq, d, dtype=bf)
+    starts = torch.arange(b + 1, dtype=torch.int32)
+    lens = torch.full((b,), length, dtype=torch.int32)
+    tq, tkc, tvc, tt, ts, tl = (g.tensor(x) for x in (q, kc, vc, table, starts, lens))
+    to = g.tensor(torch.zeros(b, hq, d, dtype=bf))
+    args = PagedArgs(out=ctypes.pointer(to), q=ctypes.pointer(tq), k_cache=ctypes.pointer(tkc),
+                     v_cache=ctypes.pointer(tvc), block_table=ctypes.pointer(tt), q_starts=ctypes.pointer(ts),
+                     seq_lens=ctypes.pointer(tl), scale=1.0 / math.sqrt(d))
+    return args, to, (q, kc, vc, table)
+
+
 def target_rows(g, quick):
     """(label, shape, our seconds, torch seconds, bytes, flops, rel error) for the issue's targets."""
     rows = []
@@ -335,19 +354,9 @@ def target_rows(g, quick):
     flops = 4 * s * s * d * hq / 2
     rows.append(("attention", f"S={s} H={hq}/{hkv} D={d} causal bf16", ours, peer, 2 * 4 * s * hq * d, flops, err))
 
-    # Paged decode: 32 sequences of 4096 tokens, blocks of 16 in a shuffled cache.
-    b, length, bs = 32, 4096, 16
-    blocks = b * length // bs
-    kc, vc = (torch.randn(blocks, bs, hkv, d, dtype=bf) for _ in range(2))
-    table = torch.randperm(blocks, dtype=torch.int32).reshape(b, length // bs)
-    q = torch.randn(b, hq, d, dtype=bf)
-    starts = torch.arange(b + 1, dtype=torch.int32)
-    lens = torch.full((b,), length, dtype=torch.int32)
-    tq, tkc, tvc, tt, ts, tl = (g.tensor(x) for x in (q, kc, vc, table, starts, lens))
-    to = g.tensor(torch.zeros(b, hq, d, dtype=bf))
-    args = PagedArgs(out=ctypes.pointer(to), q=ctypes.pointer(tq), k_cache=ctypes.pointer(tkc),
-                     v_cache=ctypes.pointer(tvc), block_table=ctypes.pointer(tt), q_starts=ctypes.pointer(ts),
-                     seq_lens=ctypes.pointer(tl), scale=1.0 / math.sqrt(d))
+    # Paged decode: 32 sequences of 4096 tokens.
+    b, length = 32, 4096
+    args, to, (q, kc, vc, table) = paged_decode_args(g, b, length, hq, hkv, d)
     ours = g.time("paged_attention", args)
     gather = lambda c: c.to(DEV)[table.to(DEV).long()].reshape(b, length, hkv, d).transpose(1, 2)
     dk, dv = gather(kc), gather(vc)
