@@ -25,9 +25,10 @@ static inline __attribute__((always_inline)) __m256 cpu_avx2_bf16_to_f32(__m128i
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* 8 F32 values as BF16, round to nearest even by adding 0x7fff + lsb; NaN
- * keeps its top bits and becomes quiet (the F32 quiet bit is BF16's). */
-static inline __attribute__((always_inline)) __m128i cpu_avx2_f32_to_bf16(__m256 v) {
+/* 8 F32 values as BF16 in the low 16 bits of each 32-bit lane, round to
+ * nearest even by adding 0x7fff + lsb; NaN keeps its top bits and becomes
+ * quiet (the F32 quiet bit is BF16's). */
+static inline __attribute__((always_inline)) __m256i cpu_avx2_f32_to_bf16_lanes(__m256 v) {
   __m256i u = _mm256_castps_si256(v);
   __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
@@ -35,8 +36,21 @@ static inline __attribute__((always_inline)) __m128i cpu_avx2_f32_to_bf16(__m256
   __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
   __m256i bits = _mm256_castps_si256(
       _mm256_blendv_ps(_mm256_castsi256_ps(rounded), _mm256_castsi256_ps(quiet), nan));
-  bits = _mm256_srli_epi32(bits, 16);
+  return _mm256_srli_epi32(bits, 16);
+}
+
+/* 8 F32 values as BF16. */
+static inline __attribute__((always_inline)) __m128i cpu_avx2_f32_to_bf16(__m256 v) {
+  __m256i bits = cpu_avx2_f32_to_bf16_lanes(v);
   return _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
+}
+
+/* 16 F32 values (a, then b) as BF16: packus works within 128-bit lanes, the
+ * permute restores the element order. */
+static inline __attribute__((always_inline)) __m256i cpu_avx2_f32x2_to_bf16(__m256 a, __m256 b) {
+  __m256i packed =
+      _mm256_packus_epi32(cpu_avx2_f32_to_bf16_lanes(a), cpu_avx2_f32_to_bf16_lanes(b));
+  return _mm256_permute4x64_epi64(packed, 0xd8);
 }
 
 #endif /* GLLMK_CPU_AVX2_H_ */

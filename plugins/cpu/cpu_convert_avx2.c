@@ -6,6 +6,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "cpu_avx2.h"
 #include "cpu_kernels.h"
 
 static void f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n) {
@@ -33,28 +34,11 @@ static void bf16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n) {
   cpu_convert_portable.bf16_to_f32(src + i, dst + i, n - i);
 }
 
-/* Eight floats to BF16 in the low 16 bits of each 32-bit lane. */
-static __m256i f32_to_bf16_8(__m256 v) {
-  __m256i u = _mm256_castps_si256(v);
-  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  __m256i rounded =
-      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
-  __m256i quiet_nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-  /* Signed compare is right here: both sides are below 2^31. */
-  __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                      _mm256_set1_epi32(0x7f800000));
-  return _mm256_blendv_epi8(rounded, quiet_nan, is_nan);
-}
-
 static void f32_to_bf16_avx2(const float *src, uint16_t *dst, int64_t n) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m256i lo = f32_to_bf16_8(_mm256_loadu_ps(src + i));
-    __m256i hi = f32_to_bf16_8(_mm256_loadu_ps(src + i + 8));
-    /* packus works within 128-bit lanes; restore the element order after. */
-    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
-    _mm256_storeu_si256((__m256i *)(dst + i), packed);
-  }
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i *)(dst + i),
+                        cpu_avx2_f32x2_to_bf16(_mm256_loadu_ps(src + i), _mm256_loadu_ps(src + i + 8)));
   cpu_convert_portable.f32_to_bf16(src + i, dst + i, n - i);
 }
 

@@ -48,7 +48,12 @@ extern const cpu_convert_kernels cpu_convert_neon_bf16;
  * F16 and BF16 activations (silu, swiglu, gelu) use shorter arithmetic with
  * errors far below their half ulp: over every 16-bit input, the stored result
  * is within 0.64 ulp of the exact value (97-100% correctly rounded), except
- * gelu tanh form in BF16 below x = -10, where |gelu| < 1e-37 becomes -0. */
+ * gelu tanh form in BF16 below x = -10, where |gelu| < 1e-37 becomes -0.
+ * BF16 takes the shortest (a degree-3 exp, a degree-5 erfc, the reciprocal
+ * estimate without a Newton step where there is one: AVX2's has 12 bits):
+ * measured on AVX2 over every BF16 input, within 0.59 ulp, 99.7-99.9%
+ * correctly rounded (gelu tanh form for x >= -5: further left, the F32
+ * rounding of u dominates at every level, see tests/conformance.c). */
 typedef struct cpu_vec_kernels {
   const char *name;
   void (*add)(int32_t dtype, void *out, const void *a, const void *b, int64_t n);

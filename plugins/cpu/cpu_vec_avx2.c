@@ -21,6 +21,9 @@
   ((vh)_mm256_cvtps_ph((__m256)(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #define VEC_BF16_TO_F32(h) ((vf)cpu_avx2_bf16_to_f32((__m128i)(h)))
 #define VEC_F32_TO_BF16(v) ((vh)cpu_avx2_f32_to_bf16((__m256)(v)))
+#define VEC_F32X2_TO_BF16(a, b) ((vh2)cpu_avx2_f32x2_to_bf16((__m256)(a), (__m256)(b)))
+/* blendvps picks by the sign bit of its mask */
+#define VEC_SELECT_SIGN(x, a, b) ((vf)_mm256_blendv_ps((__m256)(b), (__m256)(a), (__m256)(x)))
 #define VEC_TABLE cpu_vec_avx2
 #define VEC_NAME "avx2"
 #include "cpu_vec.inc"
