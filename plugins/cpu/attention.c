@@ -292,11 +292,19 @@ static void direct_products(const cpu_attention_direct *isa, const attn_rows *ro
   const void *ptrs[STEP];
   /* Every group's rows share the layout; only the kv head's base differs. */
   kv_offsets(&rows->kv[0], values, first, count, offsets);
+  const int64_t row_bytes = d * (int64_t)esize;
   for (int64_t j = 0; j < count; j += STEP) {
     int64_t keys = count - j < STEP ? count - j : STEP;
     for (int64_t g = 0, r0 = 0; g < rows->groups; r0 = rows->group_end[g++]) {
       const char *base = values ? rows->kv[g].v : rows->kv[g].k;
       for (int64_t t = 0; t < keys; t++) ptrs[t] = base + (size_t)offsets[j + t] * esize;
+      /* This group's rows of the next STEP keys meanwhile: a cache block's
+       * positions hold every kv head's row side by side, read here across
+       * strides the hardware prefetcher does not follow (the loads waited
+       * on memory). One group's at a time, spread over the products. */
+      for (int64_t t = j + STEP; t < count && t < j + 2 * STEP; t++)
+        for (int64_t b = 0; b < row_bytes; b += 64)
+          __builtin_prefetch(base + (size_t)offsets[t] * esize + b, 0, 3);
       int64_t n = rows->group_end[g] - r0;
       if (values)
         isa->accumulate(dtype, n, keys, d, s->s + r0 * ATTN_KEYS + j, ATTN_KEYS, ptrs,
