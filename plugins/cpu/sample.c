@@ -54,9 +54,22 @@
 /* ------------------------------------------------------------ argmax */
 
 static int32_t row_argmax(int32_t dtype, const char *row, int64_t n) {
-  /* The largest value, then the first block that holds it. */
-  float best = cpu_vec->max_scaled(dtype, row, 1.0f, n);
+  /* The largest value and the first block whose maximum it is, in one pass
+   * (the row once from memory; a second pass re-read all of a row larger
+   * than the L2 cache); then that block's first element equal to it. Every
+   * block before has a smaller maximum, so the search starts there (and
+   * goes on past it only when every logit is NaN or -inf). */
+  float best = -__builtin_inff();
+  int64_t first = 0;
   for (int64_t col = 0; col < n; col += CPU_BLOCK) {
+    int64_t count = n - col < CPU_BLOCK ? n - col : CPU_BLOCK;
+    float block_max = cpu_vec->max_scaled(dtype, cpu_at(row, dtype, col), 1.0f, count);
+    if (block_max > best) {
+      best = block_max;
+      first = col;
+    }
+  }
+  for (int64_t col = first; col < n; col += CPU_BLOCK) {
     int64_t count = n - col < CPU_BLOCK ? n - col : CPU_BLOCK;
     if (cpu_vec->max_scaled(dtype, cpu_at(row, dtype, col), 1.0f, count) != best) continue;
     float scratch[CPU_BLOCK];
