@@ -133,23 +133,10 @@ static gllmk_status detect_wgmma(gllmk_plugin_device *dev) {
   return status;
 }
 
-/* The module's gk_early_launch (kernels/common.cuh) as dev->early_launch. */
-static gllmk_status set_early_launch(gllmk_plugin_device *dev) {
-  CUdeviceptr flag;
-  size_t bytes = 0;
-  const int32_t value = dev->early_launch;
-  gllmk_status status =
-      cuda_check(cu.cuModuleGetGlobal(&flag, &bytes, dev->module, "gk_early_launch"), "cuModuleGetGlobal");
-  if (status == GLLMK_OK && bytes == sizeof value)
-    status = cuda_check(cu.cuMemcpyHtoD(flag, &value, sizeof value), "cuMemcpyHtoD");
-  return status;
-}
-
 /* Loads the module and looks up every kernel the device can run. */
 static gllmk_status load_kernels(gllmk_plugin_device *dev) {
   gllmk_status status = cuda_check(cu.cuModuleLoadData(&dev->module, cuda_fatbin_data()), "cuModuleLoadData");
   if (status == GLLMK_OK) status = detect_wgmma(dev);
-  if (status == GLLMK_OK) status = set_early_launch(dev);
   for (int id = 0; id < CK_COUNT && status == GLLMK_OK; id++) {
     if (is_mma_kernel(id) && dev->sm < 80) continue;
     CUresult r = cu.cuModuleGetFunction(&dev->kernels[id], dev->module, kernel_names[id]);
@@ -240,10 +227,6 @@ gllmk_status cuda_open(const gllmk_plugin_open_options *options, gllmk_plugin_de
   /* GLLMK_CUDA_PDL=0 turns it off, to measure what it gives. */
   const char *pdl = getenv("GLLMK_CUDA_PDL");
   dev->programmatic = dev->sm >= 90 && cu.cuLaunchKernelEx && !(pdl && strcmp(pdl, "0") == 0);
-  const char *early = getenv("GLLMK_CUDA_EARLY_LAUNCH");
-  dev->early_launch = dev->programmatic && !(early && strcmp(early, "0") == 0);
-  const char *prefetch = getenv("GLLMK_CUDA_PREFETCH");
-  dev->prefetch_bytes = dev->programmatic && !(prefetch && strcmp(prefetch, "0") == 0) ? CUDA_GEMV_PREFETCH : 0;
   gllmk_status status =
       cuda_check(cu.cuDevicePrimaryCtxRetain(&dev->context, dev->device), "cuDevicePrimaryCtxRetain");
   if (status != GLLMK_OK) {

@@ -72,10 +72,6 @@ enum cuda_kernel_id {
 /* matmul_skinny splits K until there are this many blocks per
  * multiprocessor (its partial buffer holds twice that many tiles). */
 #define CUDA_SKINNY_BLOCKS_PER_SM 2
-/* gemv_nk's L2 prefetch per b row before its wait: its first loop pass
- * and the next (4 KiB); the warps resident at once then ask for at most
- * 8448 x 4 KiB = 35 MB (H200: 132 SMs x 64 warps), within the 50 MB L2. */
-#define CUDA_GEMV_PREFETCH 4096
 
 struct gllmk_plugin_memory {
   CUdeviceptr address;
@@ -99,12 +95,6 @@ struct gllmk_plugin_device {
    * each may start (and wait in gk_grid_dependency) while the one ahead of
    * it in the stream drains; in a CUDA graph too. */
   int programmatic;
-  /* With programmatic launch: bytes of each weight row that gemv_nk asks
-   * L2 for before its wait (GLLMK_CUDA_PREFETCH=0: none, to measure it). */
-  int32_t prefetch_bytes;
-  /* With programmatic launch: kernels let the next launch once past their
-   * wait (gk_early_launch; GLLMK_CUDA_EARLY_LAUNCH=0: not, to measure it). */
-  int early_launch;
   /* Device error word: kernels set GK_ERROR_* bits, synchronize reports. */
   volatile uint32_t *error_host;
   CUdeviceptr error_device;

@@ -142,8 +142,6 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
   if (p.a_rms && (!runs_gemv(&p) || p.b_kn)) return refuse_a_norm();
   const int v = variant(dtype);
   if (runs_gemv(&p)) {
-    const int64_t row_bytes = p.k * (int64_t)gllmk_plugin_dtype_size(dtype);
-    p.prefetch_bytes = dev->prefetch_bytes < row_bytes ? dev->prefetch_bytes : (int32_t)row_bytes;
     if (p.b_kn)
       return cuda_launch(dev, CK_gemv_kn_f32 + v, clamp_u32(ceil_div(p.n, GK_GEMV_KN_OUTPUTS), MAX_GRID_X),
                          (uint32_t)p.batch, 1, 256, 0, &p);

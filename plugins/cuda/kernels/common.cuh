@@ -20,27 +20,18 @@ typedef __nv_bfloat16 bf16;
 
 #define GK_KERNEL extern "C" __global__ void
 
-/* 1: every kernel lets the next one launch once it has passed its own
- * wait (device.c sets it from GLLMK_CUDA_EARLY_LAUNCH). */
-__constant__ int gk_early_launch;
-
 /* The first statement of every kernel (GK_ENTRY). The host launches kernels with
  * programmatic stream serialization on sm_90 (device.c), which lets the
  * launch of a kernel overlap the end of the kernel ahead of it in the
  * stream: here each waits for that kernel to complete and its writes to be
- * visible. With gk_early_launch, each block then lets the kernel after it
- * launch (griddepcontrol.launch_dependents): that kernel's blocks take the
- * slots this one leaves free (in its last wave) and wait there, after an
- * L2 prefetch of their weights where they have one (gemv_nk). Only after
- * the wait, so that at most two kernels overlap: asked at once, before the
- * wait, waiting blocks of a chain of kernels held the registers and shared
- * memory that a bandwidth-bound kernel's own blocks needed, and decode of 32
- * sequences lost 9% on an H200. Launched without the attribute, or before
- * sm_90, a no-op. */
+ * visible. (No kernel asks for its dependents early with
+ * griddepcontrol.launch_dependents: their waiting blocks would hold the
+ * registers and shared memory that a bandwidth-bound kernel's own blocks
+ * need; on an H200 that cost decode of 32 sequences 9%.) Launched without
+ * the attribute, or before sm_90, a no-op. */
 __device__ __forceinline__ void gk_grid_dependency() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  if (gk_early_launch) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
 
@@ -53,12 +44,6 @@ __device__ __forceinline__ void gk_grid_dependency() {
     gk_grid_dependency();                     \
     __VA_ARGS__;                              \
   }
-
-/* Like GK_ENTRY for a body that calls gk_grid_dependency itself, after
- * work that touches nothing an earlier kernel may still write (an L2
- * prefetch, which is only a hint: L2 is where the device's writes meet). */
-#define GK_ENTRY_WAITS_ITSELF(bounds, name, params_t, ...) \
-  GK_KERNEL bounds name(const params_t p) { __VA_ARGS__; }
 
 /* Instantiates kernel gk_<name>_<dtype> calling impl<T>(params) for the three
  * float storage types. */

@@ -107,7 +107,7 @@ typedef struct cuda_matmul_params {
   int32_t vec; /* K (NK) or N (KN) % 8 == 0 and rows 16-byte aligned */
   int32_t a_rms; /* a_norm: a's row divided by its RMS (gemv_nk only) */
   float a_rms_eps;
-  int32_t prefetch_bytes; /* gemv_nk: of each b row, into L2 before the wait */
+  int32_t pad_;
 } cuda_matmul_params;
 
 /* matmul_skinny: a matmul of few rows (M <= 64, decode batches) split over

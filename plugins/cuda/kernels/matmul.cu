@@ -91,25 +91,16 @@ __device__ __forceinline__ float gemv_nk_lane(const cuda_matmul_params &p, const
   return sum;
 }
 
-/* b is [N, K]: one warp per output. Before waiting for the kernel ahead
- * (programmatic launch), each warp asks L2 for the first prefetch_bytes of
- * its b row, one 128-byte line a lane, so that the weights start to stream
- * while that kernel drains. With a_rms the row's scale comes from the
- * squares each warp sums on the way (a is read by every warp anyway), so
- * normalizing a costs no pass of its own. */
+/* b is [N, K]: one warp per output. With a_rms the row's scale comes from
+ * the squares each warp sums on the way (a is read by every warp anyway),
+ * so normalizing a costs no pass of its own. */
 template <class T> __device__ void gemv_nk_impl(const cuda_matmul_params &p) {
   const int lane = threadIdx.x & 31;
   const int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
   const int64_t z = blockIdx.y;
-  const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride + n * p.ldb);
-#if __CUDA_ARCH__ >= 900
-  if (n < p.n)
-    for (int line = lane; line * 128 < p.prefetch_bytes; line += 32)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char *>(b) + line * 128));
-#endif
-  gk_grid_dependency();
   if (n >= p.n) return;
   const T *a = ptr_at<const T>(p.a, z * p.a_batch_stride);
+  const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride + n * p.ldb);
   float squares;
   float sum = warp_sum(p.a_rms ? gemv_nk_lane<T, true>(p, a, b, lane, &squares)
                                : gemv_nk_lane<T, false>(p, a, b, lane, &squares));
@@ -162,9 +153,7 @@ template <class T> __device__ void gemv_kn_impl(const cuda_matmul_params &p) {
   }
 }
 
-GK_ENTRY_WAITS_ITSELF(__launch_bounds__(GEMV_WARPS * 32), gk_gemv_nk_f32, cuda_matmul_params, gemv_nk_impl<float>(p))
-GK_ENTRY_WAITS_ITSELF(__launch_bounds__(GEMV_WARPS * 32), gk_gemv_nk_f16, cuda_matmul_params, gemv_nk_impl<f16>(p))
-GK_ENTRY_WAITS_ITSELF(__launch_bounds__(GEMV_WARPS * 32), gk_gemv_nk_bf16, cuda_matmul_params, gemv_nk_impl<bf16>(p))
+GK_FLOAT_KERNELS(gemv_nk, gemv_nk_impl, cuda_matmul_params, __launch_bounds__(GEMV_WARPS * 32))
 GK_FLOAT_KERNELS(gemv_kn, gemv_kn_impl, cuda_matmul_params, __launch_bounds__(256))
 
 /* ------------------------------------------------------------ SIMT GEMM */
