@@ -46,24 +46,6 @@ __device__ __forceinline__ void store_pair(const cuda_matmul_params &p, T *o, co
 
 #define GEMV_WARPS GK_GEMV_NK_OUTPUTS
 
-/* Four chunks of 8 elements, 32 chunks apart (a lane's share of one pass
- * of gemv_nk's loop). 16-bit chunks are read as raw 16-byte words through
- * the read-only path, all four before any is unpacked, so that each warp
- * keeps the four in flight at once (unpacked as they came, ptxas kept the
- * kernel at 32 registers and fewer loads in flight). */
-template <class T> __device__ __forceinline__ void load_chunks4(const T *p, float v[4][8]) {
-  if constexpr (sizeof(T) == 2) {
-    uint4 raw[4];
-#pragma unroll
-    for (int u = 0; u < 4; u++) raw[u] = __ldg(reinterpret_cast<const uint4 *>(p + 256 * u));
-#pragma unroll
-    for (int u = 0; u < 4; u++) unpack16((T *)nullptr, raw[u], v[u]);
-  } else {
-#pragma unroll
-    for (int u = 0; u < 4; u++) load8(p + 256 * u, v[u]);
-  }
-}
-
 /* One lane's part of a row of a times row n of b (b is [N, K]): lanes
  * stride over K in 16-byte chunks with four chunks in flight each. With
  * RMS, also its part of the sum of a's squares, in *squares. */
@@ -76,8 +58,10 @@ __device__ __forceinline__ float gemv_nk_lane(const cuda_matmul_params &p, const
     int64_t c = lane;
     for (; c + 96 < chunks; c += 128) {
       float bv[4][8], av[4][8];
-      load_chunks4(b + 8 * c, bv);
-      load_chunks4(a + 8 * c, av);
+#pragma unroll
+      for (int u = 0; u < 4; u++) load8(b + 8 * (c + 32 * u), bv[u]);
+#pragma unroll
+      for (int u = 0; u < 4; u++) load8(a + 8 * (c + 32 * u), av[u]);
 #pragma unroll
       for (int u = 0; u < 4; u++)
 #pragma unroll
