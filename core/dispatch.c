@@ -76,6 +76,8 @@ static const struct {
 } extensions[] = {
     EXTENSION(matmul, flags, 1, false),
     EXTENSION(rope, inv_freq, 2, true),
+    EXTENSION(matmul, a_norm, 4, true),
+    EXTENSION(matmul, a_norm_eps, 4, false),
 };
 
 size_t core_args_size(gllmk_op op) { return op_sizes[op]; }

@@ -408,6 +408,9 @@ static gllmk_status validate_matmul(const op_call *c, const gllmk_matmul_args *a
     return INVALID("%s: b_layout=%d is not a gllmk_matmul_layout", c->fn, a->b_layout);
   if (a->flags & ~(uint32_t)GLLMK_MATMUL_ALLOW_TF32)
     return INVALID("%s: flags=0x%x has bits that are not gllmk_matmul_flags", c->fn, a->flags);
+  if (a->a_norm != GLLMK_A_NORM_NONE && a->a_norm != GLLMK_A_NORM_RMS)
+    return INVALID("%s: a_norm=%d is not a gllmk_matmul_a_norm", c->fn, a->a_norm);
+  if (a->a_norm == GLLMK_A_NORM_RMS) CORE_TRY(eps_value(c, a->a_norm_eps));
   CORE_TRY(same_dtype(c, "b", a->b, "a", a->a));
   CORE_TRY(same_dtype(c, "out", a->out, "a", a->a));
   int64_t m = a->a->shape[nd - 2], k = a->a->shape[nd - 1];

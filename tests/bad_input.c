@@ -330,6 +330,8 @@ static void build_matmul(gllmk_matmul_args *a) {
   SLOT(a->b, KIND_FLOAT, 0, NULL, 2, 8, 8); /* batched b */
   SLOT(a->bias, KIND_FLOAT, SLOT_OPTIONAL, NULL, 8);
   BAD_I32(matmul, b_layout, 2);
+  BAD_I32(matmul, a_norm, 2);
+  BAD_I32(matmul, a_norm, -1);
   bad_alias(&a->out, &a->a);
   const gllmk_tensor **b[] = {&a->b};
   bad_shape("b with batch 3, a with batch 2", 1, b, (const int[]){0}, (const int64_t[]){3});

@@ -660,7 +660,18 @@ typedef struct matmul_problem {
   bool b_batched;
   float alpha, beta;
   bool bias;
+  bool a_norm; /* GLLMK_A_NORM_RMS with eps 1e-5 */
 } matmul_problem;
+
+/* a's rows divided by their RMS (a_norm): rows of k values, in place. */
+static void rms_normalize_rows(double *a, int64_t rows, int64_t k, double eps) {
+  for (int64_t r = 0; r < rows; r++) {
+    double squares = 0.0;
+    for (int64_t j = 0; j < k; j++) squares += a[r * k + j] * a[r * k + j];
+    const double scale = 1.0 / sqrt(squares / (double)k + eps);
+    for (int64_t j = 0; j < k; j++) a[r * k + j] *= scale;
+  }
+}
 
 static shape batched(const matmul_problem *p, int64_t rows, int64_t cols) {
   shape s = {0, {0}};
@@ -673,11 +684,11 @@ static shape batched(const matmul_problem *p, int64_t rows, int64_t cols) {
 
 static void matmul_case(gllmk_dtype dtype, const matmul_problem *p) {
   const char *what = label("matmul %s M=%lld N=%lld K=%lld batch=%lldx%lld %s%s alpha=%g "
-                           "beta=%g%s", dname(dtype), (long long)p->m, (long long)p->n,
+                           "beta=%g%s%s", dname(dtype), (long long)p->m, (long long)p->n,
                            (long long)p->k, (long long)p->batch0, (long long)p->batch1,
                            p->layout == GLLMK_B_NK ? "b[N,K]" : "b[K,N]",
                            p->b_batched ? " batched b" : "", (double)p->alpha, (double)p->beta,
-                           p->bias ? " bias" : "");
+                           p->bias ? " bias" : "", p->a_norm ? " a_norm" : "");
   bool nk = p->layout == GLLMK_B_NK;
   dev a = dev_random(dtype, batched(p, p->m, p->k), -1, 1);
   shape b_shape = p->b_batched ? batched(p, nk ? p->n : p->k, nk ? p->k : p->n)
@@ -691,9 +702,17 @@ static void matmul_case(gllmk_dtype dtype, const matmul_problem *p) {
       .m = p->m, .n = p->n, .k = p->k, .b_layout = p->layout, .b_batched = p->b_batched,
       .alpha = p->alpha, .beta = p->beta};
   double *ref = host_copy(out.host, out.numel);
-  ref_matmul(&rp, a.host, b.host, p->bias ? bias.host : NULL, ref);
+  const float eps = 1e-5f;
+  double *a_ref = a.host;
+  if (p->a_norm) {
+    a_ref = host_copy(a.host, a.numel);
+    rms_normalize_rows(a_ref, a.numel / p->k, p->k, eps);
+  }
+  ref_matmul(&rp, a_ref, b.host, p->bias ? bias.host : NULL, ref);
   RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){&out.t, &a.t, &b.t, p->bias ? &bias.t : NULL,
-                                                   p->alpha, p->beta, p->layout, 0}),
+                                                   p->alpha, p->beta, p->layout, 0,
+                                                   p->a_norm ? GLLMK_A_NORM_RMS : GLLMK_A_NORM_NONE,
+                                                   eps}),
          what);
   dev_download(&out);
   expect_close(what, dtype, out.numel, out.host, ref);
@@ -702,28 +721,38 @@ static void matmul_case(gllmk_dtype dtype, const matmul_problem *p) {
 static void conf_matmul(void) {
   const bool quick = S.quick;
   const matmul_problem problems[] = {
-      /* batch0 batch1  M  N  K  layout  b_batched alpha beta bias */
-      {0, 0, 1, 1, 1, GLLMK_B_NK, false, 1.0f, 0.0f, false},
-      {0, 0, 1, 1, 1, GLLMK_B_KN, false, 1.0f, 0.0f, true},
-      {0, 0, 17, 45, 33, GLLMK_B_NK, false, 0.5f, 0.75f, true},
-      {0, 0, 17, 45, 33, GLLMK_B_KN, false, 0.5f, 0.75f, true},
-      {0, 0, 7, 13, 100, GLLMK_B_NK, false, -1.25f, 0.0f, false},
-      {0, 0, 64, 96, 128, GLLMK_B_KN, false, 1.0f, 1.0f, false},
-      {0, 0, 1, quick ? 256 : 4096, quick ? 1024 : 4096, GLLMK_B_NK, false, 1.0f, 0.0f, false},
-      {0, 0, 1, quick ? 200 : 1000, quick ? 512 : 4096, GLLMK_B_KN, false, 1.0f, 0.0f, true},
-      {0, 0, 1, 64, quick ? 3000 : 14336, GLLMK_B_NK, false, 1.0f, 0.0f, false},
+      /* batch0 batch1  M  N  K  layout  b_batched alpha beta bias a_norm */
+      {0, 0, 1, 1, 1, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
+      {0, 0, 1, 1, 1, GLLMK_B_KN, false, 1.0f, 0.0f, true, false},
+      {0, 0, 17, 45, 33, GLLMK_B_NK, false, 0.5f, 0.75f, true, false},
+      {0, 0, 17, 45, 33, GLLMK_B_KN, false, 0.5f, 0.75f, true, false},
+      {0, 0, 7, 13, 100, GLLMK_B_NK, false, -1.25f, 0.0f, false, false},
+      {0, 0, 64, 96, 128, GLLMK_B_KN, false, 1.0f, 1.0f, false, false},
+      {0, 0, 1, quick ? 256 : 4096, quick ? 1024 : 4096, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
+      {0, 0, 1, quick ? 200 : 1000, quick ? 512 : 4096, GLLMK_B_KN, false, 1.0f, 0.0f, true, false},
+      {0, 0, 1, 64, quick ? 3000 : 14336, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
       {0, 0, quick ? 5 : 37, quick ? 40 : 300, quick ? 64 : 1024, GLLMK_B_NK, false, 1.0f,
-       0.0f, true},
-      {2, 3, 5, 24, 40, GLLMK_B_NK, false, 1.0f, 0.0f, true},
-      {2, 0, 9, 16, 24, GLLMK_B_NK, true, 1.0f, 0.0f, false},
-      {2, 0, 9, 16, 24, GLLMK_B_KN, true, 0.5f, 2.0f, true},
-      {3, 2, 1, 33, 8, GLLMK_B_KN, true, 1.0f, 0.0f, false},
+       0.0f, true, false},
+      {2, 3, 5, 24, 40, GLLMK_B_NK, false, 1.0f, 0.0f, true, false},
+      {2, 0, 9, 16, 24, GLLMK_B_NK, true, 1.0f, 0.0f, false, false},
+      {2, 0, 9, 16, 24, GLLMK_B_KN, true, 0.5f, 2.0f, true, false},
+      {3, 2, 1, 33, 8, GLLMK_B_KN, true, 1.0f, 0.0f, false, false},
       /* Decode batches (cuda's matmul_skinny): 16, 32 and 64-row tiles, N ending
        * inside a 128-column tile, K split over blocks, K not a multiple of 128. */
-      {0, 0, 2, 200, quick ? 1024 : 4096, GLLMK_B_NK, false, 1.0f, 0.0f, true},
-      {0, 0, 16, 64, 520, GLLMK_B_NK, false, 1.0f, 0.0f, false},
-      {0, 0, 33, 130, quick ? 1000 : 3000, GLLMK_B_NK, false, 0.5f, 0.75f, true},
-      {0, 0, 64, 520, quick ? 2048 : 4096, GLLMK_B_NK, false, 1.0f, 0.0f, false},
+      {0, 0, 2, 200, quick ? 1024 : 4096, GLLMK_B_NK, false, 1.0f, 0.0f, true, false},
+      {0, 0, 16, 64, 520, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
+      {0, 0, 33, 130, quick ? 1000 : 3000, GLLMK_B_NK, false, 0.5f, 0.75f, true, false},
+      {0, 0, 64, 520, quick ? 2048 : 4096, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
+      /* a_norm (cuda: one row with b as [N, K] only; the rest skipped there):
+       * the generator's decode projections (beta 1 adds into the residual),
+       * K not a multiple of 8, batches of single rows, b as [K, N], GEMV and
+       * GEMM rows on the cpu. */
+      {0, 0, 1, 300, quick ? 1024 : 4096, GLLMK_B_NK, false, 1.0f, 1.0f, true, true},
+      {0, 0, 1, 45, 33, GLLMK_B_NK, false, 0.5f, 0.0f, false, true},
+      {2, 0, 1, 24, 40, GLLMK_B_NK, true, 1.0f, 0.0f, true, true},
+      {0, 0, 1, 64, 100, GLLMK_B_KN, false, 1.0f, 0.0f, false, true},
+      {0, 0, 5, 24, 40, GLLMK_B_NK, false, 1.0f, 0.75f, false, true},
+      {2, 0, 17, 45, 300, GLLMK_B_NK, false, 1.0f, 0.0f, true, true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)

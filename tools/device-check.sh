@@ -42,8 +42,9 @@
 # Tensor parallelism (`tp` part, on a machine with 2 or more GPUs):
 # tests/collectives and tests/model on cuda (their tensor-parallel cases
 # take GPUs 0 and 1), then gllmk-generate --synthetic llama3-8b with --tp 1
-# and --tp 2 at batch 1 and 32 after a 1024-token prompt: tokens/s, the
-# all-reduce time, and the greedy tokens and logits of --tp 2 against --tp 1
+# and --tp 2 (TP_DEGREES="1 2 4" for more) at batch 1 and 32 after a
+# 1024-token prompt: tokens/s, the all-reduce time, and the greedy tokens and
+# logits of each --tp N against --tp 1
 # (tools/bench/compare_logits.py). NVLink multicast stays off
 # (NCCL_NVLS_ENABLE=0, docs/nccl.md); libnccl.so.2 comes from PyTorch's
 # nvidia-nccl wheel where the system has none.
@@ -277,21 +278,23 @@ if wants tp; then
   step "collectives (cuda)" "$out/collectives-cuda.log" env CK_RUN_CASE=cuda build/tests/collectives --backend cuda
   step "model tests (cuda, TP)" "$out/model-cuda.log" env CK_RUN_CASE=cuda build/tests/model --backend cuda
   gen="build/bin/gllmk-generate --synthetic llama3-8b --prompt-len 1024 --quiet"
-  for tp in 1 2; do
+  degrees=${TP_DEGREES:-1 2} # e.g. "1 2 4" on a machine with 4 GPUs
+  for tp in $degrees; do
     step "llama3-8b greedy logits tp=$tp" "$out/tp$tp-greedy.txt" \
       $gen --tp $tp --max-new 8 --logits-out "$out/tp$tp-logits.f32"
     for batch in 1 32; do
       step "llama3-8b tp=$tp batch $batch" "$out/tp$tp-b$batch.json" \
         $gen --tp $tp --batch $batch --max-new 257 --json
     done
+    [ "$tp" = 1 ] && continue
+    step "tp=$tp vs tp=1 tokens and logits" "$out/tp$tp-compare.txt" python3 tools/bench/compare_logits.py \
+      "$out/tp1-logits.f32" "$out/tp$tp-logits.f32" 128256
   done
-  step "tp=2 vs tp=1 tokens and logits" "$out/tp-compare.txt" python3 tools/bench/compare_logits.py \
-    "$out/tp1-logits.f32" "$out/tp2-logits.f32" 128256
-  step "tp speed table" "$out/tp-speed.txt" python3 tools/bench/tp_table.py "$out"
+  step "tp speed table" "$out/tp-speed.txt" python3 tools/bench/tp_table.py "$out" "$degrees"
 fi
 
 echo
-cat "$out/tp-compare.txt" "$out/tp-speed.txt" 2>/dev/null
+cat "$out"/tp*-compare.txt "$out/tp-speed.txt" 2>/dev/null
 echo
 cat "$out/vulkan-vs-cuda.txt" 2>/dev/null
 echo

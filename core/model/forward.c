@@ -12,6 +12,15 @@
  *   gate_up = normed · Wgu;              act = silu(gate) * up
  *   proj = act · Wdown;                  residual += proj, normed = next norm
  *
+ * The RMSNorm weights before q/k/v and gate/up are folded into those
+ * matrices when the model loads (weights.c), so the norms above need no
+ * weight. Where the backend can (gllmk_op_supported), a forward is fused:
+ * q/k/v and gate/up normalize their input rows themselves (matmul's
+ * a_norm) straight from the residual, and o and down add into the residual
+ * (beta = 1), so no add_rmsnorm runs between the layers:
+ *   qkv = rms(residual) · Wqkv;  ...;  residual += attn · Wo
+ *   gate_up = rms(residual) · Wgu;  act = ...;  residual += act · Wdown
+ *
  * With several ranks (tensor parallelism), each rank runs these calls on
  * its heads and intermediate columns, so its o and down outputs are partial
  * sums: an all-reduce completes them before the residual add, and every
@@ -71,11 +80,17 @@ static gllmk_status as_matrix(const gllmk_tensor *t, int64_t r, int64_t c, gllmk
   return gllmk_tensor_reshape(t, 2, shape, out);
 }
 
+static gllmk_matmul_args linear_args(const gllmk_tensor *out, const gllmk_tensor *a,
+                                     const gllmk_tensor *w, const gllmk_tensor *bias,
+                                     bool has_bias) {
+  return (gllmk_matmul_args){.out = out, .a = a, .b = w, .bias = has_bias ? bias : NULL,
+                             .alpha = 1.0f, .b_layout = GLLMK_B_NK};
+}
+
 static gllmk_status linear(gllmk_context *ctx, const gllmk_tensor *out, const gllmk_tensor *a,
                            const gllmk_tensor *w, const gllmk_tensor *bias, bool has_bias) {
-  return gllmk_matmul(ctx, &(gllmk_matmul_args){.out = out, .a = a, .b = w,
-                                                .bias = has_bias ? bias : NULL, .alpha = 1.0f,
-                                                .b_layout = GLLMK_B_NK});
+  gllmk_matmul_args args = linear_args(out, a, w, bias, has_bias);
+  return gllmk_matmul(ctx, &args);
 }
 
 /* One rank's part of a forward. */
@@ -86,9 +101,33 @@ typedef struct pass {
   float eps;
   int64_t t; /* tokens */
   uint32_t prompt_rows; /* step_layout's */
+  bool fused; /* norms inside q/k/v and gate/up, residual adds inside o and down */
   step_tensors idx;
-  gllmk_tensor residual, normed, qkv, qk, q, k, attn, proj, gate_up, act; /* q, k: views of qk */
+  gllmk_tensor residual, normed, qkv, qk, q, k, attn, attn_flat, proj, gate_up, act; /* q, k: views of qk */
 } pass;
+
+/* out = the layer's normed input · w (+ bias): fused, rms(residual) · w. */
+static gllmk_status project_input(const pass *p, const gllmk_tensor *out, const gllmk_tensor *w,
+                                  const gllmk_tensor *bias, bool has_bias) {
+  gllmk_matmul_args args = linear_args(out, p->fused ? &p->residual : &p->normed, w, bias, has_bias);
+  if (p->fused) {
+    args.a_norm = GLLMK_A_NORM_RMS;
+    args.a_norm_eps = p->eps;
+  }
+  return gllmk_matmul(p->shard->context, &args);
+}
+
+/* The o or down projection of a: into proj (a partial sum with several
+ * ranks); fused, added into the residual instead (rank 0's with several
+ * ranks, whose all-reduce then adds the other ranks' proj into every
+ * residual: see reduce_proj). */
+static gllmk_status project_output(const pass *p, uint32_t rank, const gllmk_tensor *a,
+                                   const gllmk_tensor *w, const gllmk_tensor *bias, bool has_bias) {
+  const bool into_residual = p->fused && rank == 0;
+  gllmk_matmul_args args = linear_args(into_residual ? &p->residual : &p->proj, a, w, bias, has_bias);
+  if (into_residual) args.beta = 1.0f;
+  return gllmk_matmul(p->shard->context, &args);
+}
 
 /* q and k with their positions (rope) from qkv into qk: one rope over q's
  * and k's heads together, which sit side by side in both. With Qwen3's
@@ -149,14 +188,14 @@ static gllmk_status prompt_attention(const pass *p, const gllmk_tensor *v, float
       .out = &out4, .q = &q4, .k = &k4, .v = &v4, .causal = 1, .scale = scale});
 }
 
-/* From the normed input to the o projection (a partial sum with several ranks). */
+/* From the normed input to the attention's output, attn (o's input). */
 static gllmk_status attention_block(const pass *p, uint32_t index) {
   gllmk_context *ctx = p->shard->context;
   const layer_weights *w = &p->weights->layers[index];
   int64_t d = p->c->head_dim, hq = p->c->heads, hkv = p->c->kv_heads;
   const float scale = (float)(1.0 / sqrt((double)d));
-  gllmk_tensor v_view, attn_flat;
-  MODEL_TRY(linear(ctx, &p->qkv, &p->normed, &w->qkv, &w->qkv_bias, w->has_qkv_bias));
+  gllmk_tensor v_view;
+  MODEL_TRY(project_input(p, &p->qkv, &w->qkv, &w->qkv_bias, w->has_qkv_bias));
   MODEL_TRY(head_view(&p->qkv, (hq + hkv) * d, hkv, d, &v_view));
   MODEL_TRY(position_heads(p, w));
   MODEL_TRY(gllmk_kv_append(ctx, &(gllmk_kv_append_args){
@@ -168,8 +207,7 @@ static gllmk_status attention_block(const pass *p, uint32_t index) {
       .v_cache = &p->shard->v_cache[index], .block_table = &p->idx.block_table,
       .q_starts = &p->idx.q_starts, .seq_lens = &p->idx.seq_lens,
       .scale = scale}));
-  MODEL_TRY(as_matrix(&p->attn, p->t, hq * d, &attn_flat));
-  return linear(ctx, &p->proj, &attn_flat, &w->o, &w->o_bias, w->has_o_bias);
+  return GLLMK_OK;
 }
 
 /* residual += proj; normed = rmsnorm(residual) * weight. */
@@ -179,18 +217,18 @@ static gllmk_status add_norm(const pass *p, const gllmk_tensor *weight) {
       .eps = p->eps});
 }
 
-/* After the attention's residual add: the MLP up to the down projection. */
+/* After the attention's residual add: the MLP up to the down projection's
+ * input, act. */
 static gllmk_status mlp_block(const pass *p, uint32_t index) {
   gllmk_context *ctx = p->shard->context;
   const layer_weights *w = &p->weights->layers[index];
   int64_t inter = p->c->intermediate;
   gllmk_tensor gate, up;
-  MODEL_TRY(add_norm(p, &w->post_norm));
-  MODEL_TRY(linear(ctx, &p->gate_up, &p->normed, &w->gate_up, &w->gate_up_bias, w->has_mlp_bias));
+  if (!p->fused) MODEL_TRY(add_norm(p, &w->post_norm));
+  MODEL_TRY(project_input(p, &p->gate_up, &w->gate_up, &w->gate_up_bias, w->has_mlp_bias));
   MODEL_TRY(gllmk_tensor_slice(&p->gate_up, 1, 0, inter, 1, &gate));
   MODEL_TRY(gllmk_tensor_slice(&p->gate_up, 1, inter, inter, 1, &up));
-  MODEL_TRY(gllmk_swiglu(ctx, &(gllmk_swiglu_args){.out = &p->act, .gate = &gate, .up = &up}));
-  return linear(ctx, &p->proj, &p->act, &w->down, &w->down_bias, w->has_down_bias);
+  return gllmk_swiglu(ctx, &(gllmk_swiglu_args){.out = &p->act, .gate = &gate, .up = &up});
 }
 
 /* q and k in qk: side by side in each row, so that one rope writes both;
@@ -207,6 +245,16 @@ static gllmk_status split_qk(pass *p) {
   MODEL_TRY(gllmk_tensor_reshape(&part, 3, (const int64_t[3]){t, hq, d}, &p->q));
   MODEL_TRY(gllmk_tensor_slice(&flat, 0, t * hq * d, t * hkv * d, 1, &part));
   return gllmk_tensor_reshape(&part, 3, (const int64_t[3]){t, hkv, d}, &p->k);
+}
+
+/* Whether the backend takes the norm into q/k/v's matmul at this many rows
+ * (the other fused calls have the same shapes or need nothing new). */
+static bool fusion_supported(const pass *p) {
+  const layer_weights *w = &p->weights->layers[0];
+  gllmk_matmul_args args = linear_args(&p->qkv, &p->residual, &w->qkv, &w->qkv_bias, w->has_qkv_bias);
+  args.a_norm = GLLMK_A_NORM_RMS;
+  args.a_norm_eps = p->eps;
+  return gllmk_op_supported(p->shard->context, GLLMK_OP_matmul, &args, sizeof args) == GLLMK_OK;
 }
 
 static gllmk_status make_pass(session_state *s, uint32_t rank, const step_layout *l, pass *p) {
@@ -226,16 +274,25 @@ static gllmk_status make_pass(session_state *s, uint32_t rank, const step_layout
       {&x->proj, &p->proj}, {&x->gate_up, &p->gate_up}, {&x->act, &p->act}};
   for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
     MODEL_TRY(rows(views[i].from, p->t, views[i].to));
-  return split_qk(p);
+  MODEL_TRY(split_qk(p));
+  MODEL_TRY(as_matrix(&p->attn, p->t, p->c->heads * p->c->head_dim, &p->attn_flat));
+  p->fused = fusion_supported(p);
+  return GLLMK_OK;
 }
 
-/* Every rank's o or down output summed, in place (one rank: nothing to do). */
+/* Every rank's o or down output summed (one rank: nothing to do): in place
+ * into proj, or, fused, into every rank's residual from rank 0's residual
+ * (which holds its own part already) and the other ranks' proj. */
 static gllmk_status reduce_proj(const session_state *s, const pass *passes) {
   uint32_t ranks = s->model->ranks;
   if (ranks == 1) return GLLMK_OK;
-  gllmk_tensor proj[MODEL_MAX_RANKS];
-  for (uint32_t r = 0; r < ranks; r++) proj[r] = passes[r].proj;
-  return gllmk_all_reduce(s->model->comm, proj, proj);
+  gllmk_tensor ins[MODEL_MAX_RANKS], outs[MODEL_MAX_RANKS];
+  for (uint32_t r = 0; r < ranks; r++) {
+    const bool fused = passes[r].fused;
+    ins[r] = fused && r == 0 ? passes[r].residual : passes[r].proj;
+    outs[r] = fused ? passes[r].residual : passes[r].proj;
+  }
+  return gllmk_all_reduce(s->model->comm, outs, ins);
 }
 
 static gllmk_status embed(const pass *p) {
@@ -243,6 +300,7 @@ static gllmk_status embed(const pass *p) {
   MODEL_TRY(gllmk_embedding(ctx, &(gllmk_embedding_args){.out = &p->residual,
                                                          .table = &p->weights->embed,
                                                          .ids = &p->idx.ids}));
+  if (p->fused) return GLLMK_OK;
   return gllmk_rmsnorm(ctx, &(gllmk_rmsnorm_args){.out = &p->normed, .x = &p->residual,
                                                  .weight = &p->weights->layers[0].input_norm,
                                                  .eps = p->eps});
@@ -295,18 +353,37 @@ static gllmk_status logits(session_state *s, const pass *passes, const step_layo
   return gather_logits(s, l);
 }
 
+/* After the last layer: normed = the final norm of the residual (whose
+ * weight stays apart: lm_head may be the embedding). Unfused, with the add
+ * of the last down projection. */
+static gllmk_status final_norm(const pass *p) {
+  if (!p->fused) return add_norm(p, &p->weights->final_norm);
+  return gllmk_rmsnorm(p->shard->context,
+                       &(gllmk_rmsnorm_args){.out = &p->normed, .x = &p->residual,
+                                             .weight = &p->weights->final_norm, .eps = p->eps});
+}
+
 /* The ranks in lockstep: each runs up to the next collective. */
 static gllmk_status layers(session_state *s, const pass *passes) {
   const model_state *m = s->model;
-  for (uint32_t i = 0; i < m->config.layers; i++) {
-    for (uint32_t r = 0; r < m->ranks; r++) MODEL_TRY(attention_block(&passes[r], i));
-    MODEL_TRY(reduce_proj(s, passes));
-    for (uint32_t r = 0; r < m->ranks; r++) MODEL_TRY(mlp_block(&passes[r], i));
+  const uint32_t last = m->config.layers - 1;
+  for (uint32_t i = 0; i <= last; i++) {
+    for (uint32_t r = 0; r < m->ranks; r++) {
+      const layer_weights *w = &passes[r].weights->layers[i];
+      MODEL_TRY(attention_block(&passes[r], i));
+      MODEL_TRY(project_output(&passes[r], r, &passes[r].attn_flat, &w->o, &w->o_bias, w->has_o_bias));
+    }
     MODEL_TRY(reduce_proj(s, passes));
     for (uint32_t r = 0; r < m->ranks; r++) {
-      const model_shard *w = passes[r].weights;
-      MODEL_TRY(add_norm(&passes[r], i + 1 < m->config.layers ? &w->layers[i + 1].input_norm
-                                                              : &w->final_norm));
+      const layer_weights *w = &passes[r].weights->layers[i];
+      MODEL_TRY(mlp_block(&passes[r], i));
+      MODEL_TRY(project_output(&passes[r], r, &passes[r].act, &w->down, &w->down_bias,
+                               w->has_down_bias));
+    }
+    MODEL_TRY(reduce_proj(s, passes));
+    for (uint32_t r = 0; r < m->ranks; r++) {
+      if (i == last) MODEL_TRY(final_norm(&passes[r]));
+      else if (!passes[r].fused) MODEL_TRY(add_norm(&passes[r], &passes[r].weights->layers[i + 1].input_norm));
     }
   }
   return GLLMK_OK;

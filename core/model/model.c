@@ -124,6 +124,7 @@ static gllmk_status load(model_state *m, gllmk_context *const *contexts,
   MODEL_TRY(model_alloc_weights(m));
   if (o->path) MODEL_TRY(model_upload_checkpoint(m, o->path, o));
   else MODEL_TRY(model_fill_synthetic(m, o->seed));
+  MODEL_TRY(model_fold_norms(m));
   return m->ranks > 1 ? connect_ranks(m) : GLLMK_OK;
 }
 

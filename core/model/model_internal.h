@@ -153,6 +153,8 @@ gllmk_status model_upload_checkpoint(model_state *model, const char *dir,
                                      const gllmk_model_load_options *options);
 /* Fills the weights with seeded random values, made on the device. */
 gllmk_status model_fill_synthetic(model_state *model, uint64_t seed);
+/* After either: the norms before q/k/v and gate/up folded into them (weights.c). */
+gllmk_status model_fold_norms(model_state *model);
 
 /* ---------------------------------------------------------------- session */
 

@@ -1,7 +1,8 @@
 /*
  * weights.c - the model's tensors on the device: allocation, upload from a
  * checkpoint (streamed from the mmap'd files, converted on the device), and
- * synthetic random weights made on the device.
+ * synthetic random weights made on the device; then the norms before q/k/v
+ * and gate/up folded into those matrices.
  *
  * Each tensor has its own buffer: some backends cap one buffer's size (a
  * Vulkan storage buffer is often limited to 4 GiB) and an 8B model's largest
@@ -434,6 +435,32 @@ gllmk_status model_upload_checkpoint(model_state *m, const char *dir,
   free(blocks.items);
   st_model_close(&files);
   return status;
+}
+
+/* ----------------------------------------------------------------- folding */
+
+/* w[n, k] *= norm[k], then norm = 1. */
+static gllmk_status fold_norm(gllmk_context *ctx, const gllmk_tensor *w, const gllmk_tensor *norm) {
+  MODEL_TRY(gllmk_mul(ctx, &(gllmk_mul_args){.out = w, .a = w, .b = norm}));
+  return gllmk_fill(ctx, &(gllmk_fill_args){.out = norm, .value = 1.0f});
+}
+
+/* The RMSNorm weights before q/k/v and gate/up go into those matrices
+ * (rms(x) * g · W = rms(x) · (W g), one rounding of W g in the weights'
+ * dtype), and the norms become ones: a decode step can then normalize
+ * inside the matmul (a_norm, which has no weight), and every other step
+ * norms as before, with ones (forward.c). */
+gllmk_status model_fold_norms(model_state *m) {
+  for (uint32_t r = 0; r < m->ranks; r++) {
+    const model_shard *shard = &m->shards[r];
+    for (uint32_t i = 0; i < m->local.layers; i++) {
+      const layer_weights *l = &shard->layers[i];
+      MODEL_TRY(fold_norm(shard->context, &l->qkv, &l->input_norm));
+      MODEL_TRY(fold_norm(shard->context, &l->gate_up, &l->post_norm));
+    }
+    MODEL_TRY(gllmk_synchronize(shard->context));
+  }
+  return GLLMK_OK;
 }
 
 /* ------------------------------------------------------------- synthetic */

@@ -1,6 +1,8 @@
 /*
  * matmul.c - the matmul family on the cpu: matmul, out = alpha * a op(b) +
- * beta * out + bias. The planning, packing and tasks are here; the
+ * beta * out + bias, a's rows optionally RMS-normalized first (a_norm:
+ * each row's scale is found once, then applied as the row is packed or
+ * converted). The planning, packing and tasks are here; the
  * micro-kernels and GEMV kernels are the cpu_gemm_isa tables below it
  * (cpu_gemm.h: cpu_gemm.c portable, cpu_gemm_avx2.c, cpu_gemm_avx512.c),
  * which attention.c uses too. From below it also uses cpu_run_tasks
@@ -18,7 +20,9 @@
  * The micro-kernels and GEMV kernels come from an instruction-set table
  * (cpu_gemm.c, cpu_gemm_avx2.c, cpu_gemm_avx512.c).
  */
+#include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -59,6 +63,8 @@ typedef struct matmul_job {
   const char *a, *b, *bias;
   char *out;
   float alpha, beta;
+  /* With a_norm, 1 / rms of every row of a (batch-major), else NULL. */
+  float *row_scale;
   /* Batches: the leading dims of a, walked with each tensor's strides (b's
    * strides are all 0 when b is shared). */
   int64_t batch_count;
@@ -192,16 +198,29 @@ _Static_assert((int)CPU_GEMM_GENERIC_MR <= PACK_MAX_ROWS &&
                    (int)CPU_GEMM_NEON_NR <= PACK_MAX_ROWS,
                "a micro-tile is wider than PACK_MAX_ROWS");
 
+/* Row `count` floats of src (dtype) as F32 times `scale`, into dst. */
+static void load_scaled(int32_t dtype, const char *src, float scale, float *dst, int64_t count) {
+  if (dtype == GLLMK_F32)
+    memcpy(dst, src, (size_t)count * sizeof(float));
+  else
+    cpu_load_f32(dtype, src, dst, count);
+  for (int64_t j = 0; j < count; j++) dst[j] *= scale;
+}
+
 /* Packs `count` rows of a (or of b as [N, K]) transposed for the micro-kernel,
- * converting F16/BF16 first into `converted` (room for width * kc floats). */
+ * converting F16/BF16 first into `converted` (room for width * kc floats),
+ * and scaling row i by scales[i] there when scales is not NULL. */
 static void pack_transposed(const cpu_gemm_isa *isa, int32_t dtype, const char *src, int64_t ld,
-                            int64_t count, int64_t kc, int64_t width, float *dst,
-                            float *converted) {
+                            int64_t count, int64_t kc, int64_t width, const float *scales,
+                            float *dst, float *converted) {
   size_t esize = gllmk_plugin_dtype_size(dtype);
   const float *rows[PACK_MAX_ROWS];
   for (int64_t i = 0; i < count; i++) {
     const char *row = src + (size_t)(i * ld) * esize;
-    if (dtype == GLLMK_F32) {
+    if (scales) {
+      load_scaled(dtype, row, scales[i], converted + i * kc, kc);
+      rows[i] = converted + i * kc;
+    } else if (dtype == GLLMK_F32) {
       rows[i] = (const float *)(const void *)row;
     } else {
       cpu_load_f32(dtype, row, converted + i * kc, kc);
@@ -278,13 +297,13 @@ static void pack_b_slice(const matmul_job *job, const char *b, int64_t k0, int64
   for (int64_t p = 0; p < count; p += nr) {
     int64_t cols = count - p < nr ? count - p : nr;
     pack_transposed(job->isa, job->dtype, b + (size_t)((n0 + p) * job->ldb + k0) * job->esize,
-                    job->ldb, cols, kc, nr, s->b_packed + p * kc, s->rows);
+                    job->ldb, cols, kc, nr, NULL, s->b_packed + p * kc, s->rows);
   }
 }
 
 /* Computes out[m0..m1, n0..n1) of one batch. */
-static void gemm_tile(const matmul_job *job, const batch_view *view, int64_t m0, int64_t m1,
-                      int64_t n0, int64_t n1, const gemm_scratch *s) {
+static void gemm_tile(const matmul_job *job, const batch_view *view, const float *row_scale,
+                      int64_t m0, int64_t m1, int64_t n0, int64_t n1, const gemm_scratch *s) {
   const cpu_gemm_isa *isa = job->isa;
   const int64_t mr = isa->mr, nr = isa->nr;
   const float *bias = bias_f32(job, n0, n1 - n0, s->bias);
@@ -312,7 +331,8 @@ static void gemm_tile(const matmul_job *job, const batch_view *view, int64_t m0,
       for (int64_t i0 = g0; i0 < g1; i0 += mr) {
         int64_t rows = g1 - i0 < mr ? g1 - i0 : mr;
         pack_transposed(isa, job->dtype, view->a + (size_t)(i0 * job->lda + k0) * job->esize,
-                        job->lda, rows, kc, mr, s->a_packed + (i0 - g0) * kc, s->rows);
+                        job->lda, rows, kc, mr, row_scale ? row_scale + i0 : NULL,
+                        s->a_packed + (i0 - g0) * kc, s->rows);
       }
       for (int64_t j0 = n0; j0 < n1; j0 += nr) {
         int64_t cols = n1 - j0 < nr ? n1 - j0 : nr;
@@ -350,7 +370,8 @@ static void gemm_task(void *ctx, int64_t task, void *scratch) {
   batch_view view = batch_at(job, task / tiles);
   gemm_scratch s;
   gemm_scratch_layout(job, scratch, &s);
-  gemm_tile(job, &view, m0, m1, n0, n1, &s);
+  const float *row_scale = job->row_scale ? job->row_scale + task / tiles * job->m : NULL;
+  gemm_tile(job, &view, row_scale, m0, m1, n0, n1, &s);
 }
 
 /* Chooses the task grid: tiles as large as the caches allow, but enough of
@@ -393,14 +414,15 @@ static void plan_gemv(matmul_job *job, int threads) {
 }
 
 typedef struct gemv_scratch {
-  float *a;    /* m x k: a converted to F32 when it is F16/BF16 */
+  float *a;    /* m x k: a as F32 when it is F16/BF16 or scaled (a_norm) */
   float *sums; /* m x n_block */
   float *bias, *old;
 } gemv_scratch;
 
 /* Bytes of scratch a GEMV task needs; with `base`, also where each part is. */
 static size_t gemv_scratch_layout(const matmul_job *job, char *base, gemv_scratch *s) {
-  int64_t sizes[4] = {job->dtype == GLLMK_F32 ? 0 : job->m * job->k, job->m * job->n_block,
+  int64_t sizes[4] = {job->dtype == GLLMK_F32 && !job->row_scale ? 0 : job->m * job->k,
+                      job->m * job->n_block,
                       job->n_block, job->n_block};
   float **parts[4] = {&s->a, &s->sums, &s->bias, &s->old};
   size_t offset = 0;
@@ -421,7 +443,14 @@ static void gemv_task(void *ctx, int64_t task, void *scratch) {
 
   const float *a = (const float *)(const void *)view.a;
   int64_t lda = job->lda;
-  if (job->dtype != GLLMK_F32) {
+  if (job->row_scale) {
+    const float *scale = job->row_scale + task / job->n_tiles * job->m;
+    for (int64_t i = 0; i < job->m; i++)
+      load_scaled(job->dtype, view.a + (size_t)(i * job->lda) * job->esize, scale[i],
+                  s.a + i * job->k, job->k);
+    a = s.a;
+    lda = job->k;
+  } else if (job->dtype != GLLMK_F32) {
     for (int64_t i = 0; i < job->m; i++)
       cpu_load_f32(job->dtype, view.a + (size_t)(i * job->lda) * job->esize, s.a + i * job->k,
                    job->k);
@@ -442,18 +471,52 @@ static void gemv_task(void *ctx, int64_t task, void *scratch) {
                count, job->alpha, bias, s.old);
 }
 
+/* 1 / sqrt(mean(row^2) + eps) of every row of a, batch by batch, summed in
+ * double: a_norm's scales, found once for all of the call's tasks. */
+static gllmk_status find_row_scales(matmul_job *job, float eps) {
+  job->row_scale = malloc((size_t)(job->batch_count * job->m) * sizeof(float));
+  if (!job->row_scale) return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "cpu: matmul a_norm scales");
+  float *row = malloc((size_t)job->k * sizeof(float));
+  if (!row) {
+    free(job->row_scale);
+    job->row_scale = NULL;
+    return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "cpu: matmul a_norm row");
+  }
+  for (int64_t b = 0; b < job->batch_count; b++) {
+    const char *a = batch_at(job, b).a;
+    for (int64_t i = 0; i < job->m; i++) {
+      load_scaled(job->dtype, a + (size_t)(i * job->lda) * job->esize, 1.0f, row, job->k);
+      double squares = 0.0;
+      for (int64_t j = 0; j < job->k; j++) squares += (double)row[j] * row[j];
+      job->row_scale[b * job->m + i] = (float)(1.0 / sqrt(squares / (double)job->k + eps));
+    }
+  }
+  free(row);
+  return GLLMK_OK;
+}
+
+static gllmk_status run_matmul(gllmk_plugin_device *device, matmul_job *job) {
+  int threads = device->num_threads > 0 ? device->num_threads : 1;
+  if (job->m <= CPU_GEMV_MAX_ROWS) {
+    plan_gemv(job, threads);
+    gemv_scratch sizing;
+    return cpu_run_tasks(device, job->batch_count * job->n_tiles,
+                         gemv_scratch_layout(job, NULL, &sizing), gemv_task, job);
+  }
+  plan_gemm(job, threads);
+  gemm_scratch sizing;
+  return cpu_run_tasks(device, job->batch_count * job->m_tiles * job->n_tiles,
+                       gemm_scratch_layout(job, NULL, &sizing), gemm_task, job);
+}
+
 gllmk_status cpu_matmul(gllmk_plugin_device *device, const gllmk_matmul_args *args) {
   matmul_job job;
   describe_job(args, &job);
-  int threads = device->num_threads > 0 ? device->num_threads : 1;
-  if (job.m <= CPU_GEMV_MAX_ROWS) {
-    plan_gemv(&job, threads);
-    gemv_scratch sizing;
-    return cpu_run_tasks(device, job.batch_count * job.n_tiles,
-                         gemv_scratch_layout(&job, NULL, &sizing), gemv_task, &job);
+  if (args->a_norm == GLLMK_A_NORM_RMS) {
+    gllmk_status status = find_row_scales(&job, args->a_norm_eps);
+    if (status != GLLMK_OK) return status;
   }
-  plan_gemm(&job, threads);
-  gemm_scratch sizing;
-  return cpu_run_tasks(device, job.batch_count * job.m_tiles * job.n_tiles,
-                       gemm_scratch_layout(&job, NULL, &sizing), gemm_task, &job);
+  gllmk_status status = run_matmul(device, &job);
+  free(job.row_scale);
+  return status;
 }

@@ -1,6 +1,8 @@
 /*
  * matmul.c - the matmul family: matmul (out = alpha * a op(b) + beta * out
- * + bias, batched, b as [N, K] or [K, N]). It fills a cuda_matmul_params
+ * + bias, batched, b as [N, K] or [K, N], a's rows RMS-normalized first
+ * with a_norm, which only gemv_nk does: cuda_matmul_supports refuses it for
+ * the other kernels). It fills a cuda_matmul_params
  * (kernels/cuda_params.h) and picks a kernel from kernels/matmul.cu: gemv
  * for one row, skinny (mma.sync fed from registers) for up to 64 rows,
  * wgmma with TMA descriptors on Hopper (sm_90a), mma.sync on sm_80+, SIMT
@@ -70,9 +72,11 @@ static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_pa
                      (uint32_t)sp.splits, 1, GK_MATMUL_SKINNY_THREADS, 0, &sp);
 }
 
-static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
+/* The call as kernel parameters: operands, sizes and strides, batches
+ * folded into rows where they can be. */
+static void describe_matmul(const gllmk_matmul_args *args, cuda_matmul_params *out_params) {
   const gllmk_tensor *a = args->a, *b = args->b, *out = args->out;
-  const int32_t dtype = out->dtype, nd = a->ndim, bd = b->ndim;
+  const int32_t nd = a->ndim, bd = b->ndim;
   cuda_matmul_params p;
   memset(&p, 0, sizeof p);
   p.out = cuda_tensor_address(out);
@@ -118,8 +122,26 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
   const int64_t inner = p.b_kn ? p.n : p.k; /* b's contiguous extent */
   p.vec = inner % 8 == 0 && p.k % 8 == 0 && strides_aligned16(a, (const int64_t[]){p.lda, p.a_batch_stride}, 2) &&
           strides_aligned16(b, (const int64_t[]){p.ldb, p.b_batch_stride}, 2);
+  p.a_rms = args->a_norm == GLLMK_A_NORM_RMS;
+  p.a_rms_eps = args->a_norm_eps;
+  *out_params = p;
+}
+
+/* Only gemv_nk normalizes a's rows (a_norm): one row of a, b as [N, K]. */
+static int runs_gemv(const cuda_matmul_params *p) { return p->m == 1 && p->batch <= MAX_GRID_YZ; }
+
+static gllmk_status refuse_a_norm(void) {
+  return cuda_host->fail(GLLMK_ERR_UNSUPPORTED,
+                         "gllmk_matmul: the cuda backend applies a_norm to one row of a (M = 1) with b as [N, K] only");
+}
+
+static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
+  const int32_t dtype = args->out->dtype;
+  cuda_matmul_params p;
+  describe_matmul(args, &p);
+  if (p.a_rms && (!runs_gemv(&p) || p.b_kn)) return refuse_a_norm();
   const int v = variant(dtype);
-  if (p.m == 1 && p.batch <= MAX_GRID_YZ) {
+  if (runs_gemv(&p)) {
     if (p.b_kn)
       return cuda_launch(dev, CK_gemv_kn_f32 + v, clamp_u32(ceil_div(p.n, GK_GEMV_KN_OUTPUTS), MAX_GRID_X),
                          (uint32_t)p.batch, 1, 256, 0, &p);
@@ -152,3 +174,11 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
 }
 
 CUDA_OP_ENTRY(matmul)
+
+gllmk_status cuda_matmul_supports(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
+  (void)dev;
+  if (args->a_norm == GLLMK_A_NORM_NONE) return GLLMK_OK;
+  cuda_matmul_params p;
+  describe_matmul(args, &p);
+  return runs_gemv(&p) && !p.b_kn ? GLLMK_OK : refuse_a_norm();
+}

@@ -27,6 +27,7 @@
  * attention (a head dim or grid past the device's limits), or needs the
  * scratch (attention, sample). Each plans the call as for a launch,
  * launching nothing but growing the scratch. */
+gllmk_status cuda_matmul_supports(gllmk_plugin_device *dev, const gllmk_matmul_args *args);
 gllmk_status cuda_rope_supports(gllmk_plugin_device *dev, const gllmk_rope_args *args);
 gllmk_status cuda_sample_supports(gllmk_plugin_device *dev, const gllmk_sample_args *args);
 gllmk_status cuda_attention_supports(gllmk_plugin_device *dev, const gllmk_attention_args *args);

@@ -10,12 +10,14 @@
 #include "internal.h"
 #include "ops.h"
 
-/* Only rope (16-bit rotary_dim past what shared memory holds) and attention
- * (a head dim or grid past the device's limits) can refuse a valid call:
- * their host code runs as for a launch, launching nothing, and answers.
+/* Only matmul (a_norm beyond one row of a, told from the call's shapes),
+ * rope (16-bit rotary_dim past what shared memory holds) and attention (a
+ * head dim or grid past the device's limits) can refuse a valid call; the
+ * last two run their host code as for a launch, launching nothing, and answer.
  * sample's planning grows the scratch its top_k path needs, so that it
  * exists before a recording of the call becomes a CUDA graph. */
 static gllmk_status cuda_supports(gllmk_plugin_device *dev, gllmk_op op, const void *args) {
+  if (op == GLLMK_OP_matmul) return cuda_matmul_supports(dev, args);
   if (op == GLLMK_OP_rope) return cuda_rope_supports(dev, args);
   if (op == GLLMK_OP_sample) return cuda_sample_supports(dev, args);
   if (op == GLLMK_OP_attention) return cuda_attention_supports(dev, args);

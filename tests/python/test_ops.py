@@ -197,6 +197,13 @@ def test_matmul_alpha_beta(ctx, rng):
     assert_close(out, 0.5 * av @ bv + 2.0 * ov, "f32")
 
 
+def test_matmul_rms_eps(cpu, rng):
+    a, av = rand(rng, (3, 40), "f32")
+    w, wv = rand(rng, (24, 40), "f32")
+    normed = av / np.sqrt(np.mean(av * av, axis=-1, keepdims=True) + 1e-5)
+    assert_close(gllmk.matmul(a, w, rms_eps=1e-5, context=cpu), normed @ wv.T, "f32")
+
+
 def test_matmul_gemv_f32(ctx, rng):
     a, av = rand(rng, (1, 300), "f32")
     w, wv = rand(rng, (129, 300), "f32")

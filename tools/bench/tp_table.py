@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""tp_table.py DIR - the tensor-parallel table of tools/device-check.sh tp:
-gllmk-generate's JSON reports tp{1,2}-b{1,32}.json in DIR side by side:
-decode tokens/s, the speed-up of --tp 2 over --tp 1, decode against the
+"""tp_table.py DIR [DEGREES] - the tensor-parallel table of tools/device-check.sh
+tp: gllmk-generate's JSON reports tp{N}-b{1,32}.json in DIR side by side for
+each degree N of DEGREES (default "1 2"): decode tokens/s, the speed-up of
+--tp N over --tp 1, decode against the
 weight-bytes limit (every GPU's copy bandwidth), prefill, and the all-reduce
 time per decode step."""
 import json
@@ -21,6 +22,7 @@ def load(directory, tp, batch):
 
 def main():
     directory = sys.argv[1]
+    degrees = [int(d) for d in (sys.argv[2] if len(sys.argv) > 2 else "1 2").split()]
     print("llama3-8b (synthetic, bf16), 1024-token prompt, 256 decode steps (the first records the step)")
     print(f"{'batch':>5} {'tp':>3} {'decode tok/s':>13} {'vs tp=1':>8} {'% limit':>8} "
           f"{'prefill tok/s':>14} {'all-reduce us':>14} {'per step ms':>12} {'recorded':>9}")
@@ -29,7 +31,7 @@ def main():
     ok = True
     for batch in (1, 32):
         base = load(directory, 1, batch)
-        for tp in (1, 2):
+        for tp in degrees:
             r = load(directory, tp, batch)
             if r is None or base is None:
                 ok = False

@@ -444,6 +444,16 @@ typedef enum gllmk_matmul_flags {
   GLLMK_MATMUL_ALLOW_TF32 = 1u << 0,
 } gllmk_matmul_flags;
 
+/* What happens to each row of a before the product (ABI 2.4). */
+typedef enum gllmk_matmul_a_norm {
+  GLLMK_A_NORM_NONE = 0,
+  /* a[m, :] / sqrt(mean(a[m, :]^2) + a_norm_eps): an RMSNorm without a
+   * weight, computed in F32 on the unrounded row; an RMSNorm's weight goes
+   * into b (b[n, k] * weight[k]). A backend may support it for some shapes
+   * only (gllmk_op_supported tells). */
+  GLLMK_A_NORM_RMS = 1,
+} gllmk_matmul_a_norm;
+
 /* out[..., M, N] = alpha * a[..., M, K] op(b) + beta * out (+ bias[N]).
  * b is 2-D (shared by every batch) or has a's leading dims; bias may be NULL.
  * With beta = 0, out is not read (NaN in it does not propagate). */
@@ -452,6 +462,8 @@ typedef struct gllmk_matmul_args {
   float alpha, beta;
   int32_t b_layout; /* gllmk_matmul_layout */
   uint32_t flags;   /* ABI 2.1: gllmk_matmul_flags; 0 = none */
+  int32_t a_norm;   /* ABI 2.4: gllmk_matmul_a_norm; 0 = none */
+  float a_norm_eps; /* ABI 2.4: GLLMK_A_NORM_RMS's eps (finite, >= 0) */
 } gllmk_matmul_args;
 
 /* Flash attention. q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D], out like q;

@@ -105,6 +105,8 @@ typedef struct cuda_matmul_params {
   int32_t b_kn; /* 1: b is [K, N]; 0: b is [N, K] */
   int32_t has_bias;
   int32_t vec; /* K (NK) or N (KN) % 8 == 0 and rows 16-byte aligned */
+  int32_t a_rms; /* a_norm: a's row divided by its RMS (gemv_nk only) */
+  float a_rms_eps;
   int32_t pad_;
 } cuda_matmul_params;
 

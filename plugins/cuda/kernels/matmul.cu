@@ -1,7 +1,8 @@
 /*
  * matmul.cu - matmul: out = alpha * a op(b) + beta * out (+ bias).
  *
- *  - gemv_nk / gemv_kn: M = 1 (decode), bound by reading b once.
+ *  - gemv_nk / gemv_kn: M = 1 (decode), bound by reading b once; gemv_nk
+ *    also divides a by its RMS (the API's a_norm) on the way.
  *  - matmul_skinny: f16/bf16, M <= 64 (decode batches), b as [N, K]:
  *    also bound by reading b once; split over K when N is small.
  *  - matmul_wgmma: f16/bf16 with b as [N, K] on Hopper (sm_90a): warpgroup
@@ -45,16 +46,13 @@ __device__ __forceinline__ void store_pair(const cuda_matmul_params &p, T *o, co
 
 #define GEMV_WARPS GK_GEMV_NK_OUTPUTS
 
-/* b is [N, K]: one warp per output, lanes stride over K in 16-byte chunks
- * with four chunks in flight each. */
-template <class T> __device__ void gemv_nk_impl(const cuda_matmul_params &p) {
-  const int lane = threadIdx.x & 31;
-  const int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-  const int64_t z = blockIdx.y;
-  if (n >= p.n) return;
-  const T *a = ptr_at<const T>(p.a, z * p.a_batch_stride);
-  const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride + n * p.ldb);
-  float sum = 0.0f;
+/* One lane's part of a row of a times row n of b (b is [N, K]): lanes
+ * stride over K in 16-byte chunks with four chunks in flight each. With
+ * RMS, also its part of the sum of a's squares, in *squares. */
+template <class T, bool RMS>
+__device__ __forceinline__ float gemv_nk_lane(const cuda_matmul_params &p, const T *a, const T *b, int lane,
+                                              float *squares) {
+  float sum = 0.0f, ss = 0.0f;
   if (p.vec) {
     const int64_t chunks = p.k / 8;
     int64_t c = lane;
@@ -67,19 +65,46 @@ template <class T> __device__ void gemv_nk_impl(const cuda_matmul_params &p) {
 #pragma unroll
       for (int u = 0; u < 4; u++)
 #pragma unroll
-        for (int i = 0; i < 8; i++) sum = fmaf(av[u][i], bv[u][i], sum);
+        for (int i = 0; i < 8; i++) {
+          sum = fmaf(av[u][i], bv[u][i], sum);
+          if (RMS) ss = fmaf(av[u][i], av[u][i], ss);
+        }
     }
     for (; c < chunks; c += 32) {
       float bv[8], av[8];
       load8(b + 8 * c, bv);
       load8(a + 8 * c, av);
 #pragma unroll
-      for (int i = 0; i < 8; i++) sum = fmaf(av[i], bv[i], sum);
+      for (int i = 0; i < 8; i++) {
+        sum = fmaf(av[i], bv[i], sum);
+        if (RMS) ss = fmaf(av[i], av[i], ss);
+      }
     }
   } else {
-    for (int64_t k = lane; k < p.k; k += 32) sum = fmaf(load1(a + k), load1(b + k), sum);
+    for (int64_t k = lane; k < p.k; k += 32) {
+      const float av = load1(a + k);
+      sum = fmaf(av, load1(b + k), sum);
+      if (RMS) ss = fmaf(av, av, ss);
+    }
   }
-  sum = warp_sum(sum);
+  *squares = ss;
+  return sum;
+}
+
+/* b is [N, K]: one warp per output. With a_rms the row's scale comes from
+ * the squares each warp sums on the way (a is read by every warp anyway),
+ * so normalizing a costs no pass of its own. */
+template <class T> __device__ void gemv_nk_impl(const cuda_matmul_params &p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+  const int64_t z = blockIdx.y;
+  if (n >= p.n) return;
+  const T *a = ptr_at<const T>(p.a, z * p.a_batch_stride);
+  const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride + n * p.ldb);
+  float squares;
+  float sum = warp_sum(p.a_rms ? gemv_nk_lane<T, true>(p, a, b, lane, &squares)
+                               : gemv_nk_lane<T, false>(p, a, b, lane, &squares));
+  if (p.a_rms) sum *= rsqrtf(warp_sum(squares) / (float)p.k + p.a_rms_eps);
   if (lane == 0) {
     T *out = ptr_at<T>(p.out, z * p.out_batch_stride + n);
     store1(out, epilogue(p, out, bias_of<T>(p), n, sum));

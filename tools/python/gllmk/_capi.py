@@ -94,7 +94,7 @@ OP_FIELDS = {
              ("style", _i32), ("inv_freq", _T)],
     "embedding": [("out", _T), ("table", _T), ("ids", _T)],
     "matmul": [("out", _T), ("a", _T), ("b", _T), ("bias", _T), ("alpha", _f), ("beta", _f),
-               ("b_layout", _i32), ("flags", _u32)],
+               ("b_layout", _i32), ("flags", _u32), ("a_norm", _i32), ("a_norm_eps", _f)],
     "attention": [("out", _T), ("q", _T), ("k", _T), ("v", _T), ("kv_lens", _T), ("lse", _T),
                   ("scale", _f), ("causal", _i32)],
     "kv_append": [("k_cache", _T), ("v_cache", _T), ("k", _T), ("v", _T), ("slots", _T)],

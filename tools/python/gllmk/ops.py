@@ -181,10 +181,12 @@ def embedding(ids, table, *, out=None, context=None):
                lambda d: d["ids"].shape + d["table"].shape[-1:], "table")
 
 
-def matmul(a, b, bias=None, *, layout="nk", alpha=1.0, beta=0.0, allow_tf32=False, out=None,
-           context=None):
+def matmul(a, b, bias=None, *, layout="nk", alpha=1.0, beta=0.0, allow_tf32=False, rms_eps=None,
+           out=None, context=None):
     """alpha * a @ op(b) + beta * out (+ bias). layout "nk": b is [N, K], a
-    Linear weight (F.linear(a, b, bias)); "kn": b is [K, N] (a @ b)."""
+    Linear weight (F.linear(a, b, bias)); "kn": b is [K, N] (a @ b). With
+    rms_eps, each row of a is first divided by sqrt(mean(row^2) + rms_eps)
+    (a_norm: an RMSNorm without weight; not every backend takes every shape)."""
     if beta != 0 and out is None:
         raise ValueError("gllmk.matmul: beta != 0 reads out: pass out=")
     b_layout = _LAYOUT[layout]
@@ -193,7 +195,8 @@ def matmul(a, b, bias=None, *, layout="nk", alpha=1.0, beta=0.0, allow_tf32=Fals
         n = d["b"].shape[-2] if b_layout == 0 else d["b"].shape[-1]
         return d["a"].shape[:-1] + (n,)
     return _op("matmul", {"a": a, "b": b, "bias": bias},
-               {"alpha": alpha, "beta": beta, "b_layout": b_layout, "flags": int(allow_tf32)},
+               {"alpha": alpha, "beta": beta, "b_layout": b_layout, "flags": int(allow_tf32),
+                "a_norm": int(rms_eps is not None), "a_norm_eps": rms_eps or 0.0},
                context, out, shape, "a")
 
 
