@@ -1,7 +1,8 @@
 /*
  * matmul.c - the matmul family: matmul, as the tiled kernel or, for a few
  * rows of a, the GEMV kernel (both in kernels/matmul.cl). Batches that lie
- * like one taller matrix over a shared b become one batch. From below: the
+ * like one taller matrix over a shared b become one batch. Also both
+ * descriptors' gk_supports, which refuses matmul's a_norm. From below: the
  * grid sizes, variant() and launch() of launch.h, the tile sizes of
  * kernels/gk_params.h.
  */
@@ -17,6 +18,13 @@ static int64_t batch_stride(const gllmk_tensor *t, int32_t dims) {
   for (int32_t i = dims - 1; i >= 0; i--)
     if (t->shape[i] > 1) return t->strides[i];
   return 0;
+}
+
+gllmk_status gk_supports(gllmk_plugin_device *device, gllmk_op op, const void *args) {
+  (void)device;
+  if (op == GLLMK_OP_matmul && ((const gllmk_matmul_args *)args)->a_norm != GLLMK_A_NORM_NONE)
+    return gk_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the hsa backend has no a_norm");
+  return GLLMK_OK;
 }
 
 gllmk_status gk_matmul(gllmk_plugin_device *device, const gllmk_matmul_args *args) {

@@ -41,15 +41,6 @@ static const gllmk_plugin_ops gk_ops = {
 #include "gllmk/gllmk_ops.def"
 };
 
-/* Every valid call runs, except matmul's a_norm (ABI 2.4), which no hsa
- * kernel applies. */
-static gllmk_status hsa_supports(gllmk_plugin_device *device, gllmk_op op, const void *args) {
-  (void)device;
-  if (op == GLLMK_OP_matmul && ((const gllmk_matmul_args *)args)->a_norm != GLLMK_A_NORM_NONE)
-    return gk_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the hsa backend has no a_norm");
-  return GLLMK_OK;
-}
-
 static const gllmk_plugin hsa_plugin = {
     .struct_size = sizeof(gllmk_plugin),
     .abi_version = GLLMK_PLUGIN_ABI_VERSION,
@@ -70,7 +61,7 @@ static const gllmk_plugin hsa_plugin = {
     .mem_fill = gk_mem_fill,
     .ops = &gk_ops,
     .ops_size = sizeof gk_ops,
-    .supports = hsa_supports,
+    .supports = gk_supports,
 };
 
 GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void) { return &hsa_plugin; }

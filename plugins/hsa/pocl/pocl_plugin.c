@@ -285,6 +285,7 @@ static const gllmk_plugin pocl_plugin = {
     .mem_fill = gk_mem_fill,
     .ops = &gk_ops,
     .ops_size = sizeof gk_ops,
+    .supports = gk_supports,
 };
 
 GLLMK_PLUGIN_EXPORT const gllmk_plugin *gllmk_plugin_entry(void) { return &pocl_plugin; }
