@@ -106,14 +106,20 @@ typedef struct pass {
   gllmk_tensor residual, normed, qkv, qk, q, k, attn, attn_flat, proj, gate_up, act; /* q, k: views of qk */
 } pass;
 
-/* out = the layer's normed input · w (+ bias): fused, rms(residual) · w. */
-static gllmk_status project_input(const pass *p, const gllmk_tensor *out, const gllmk_tensor *w,
-                                  const gllmk_tensor *bias, bool has_bias) {
-  gllmk_matmul_args args = linear_args(out, p->fused ? &p->residual : &p->normed, w, bias, has_bias);
-  if (p->fused) {
+/* out = the layer's normed input · w (+ bias); fused, rms(residual) · w. */
+static gllmk_matmul_args input_args(const pass *p, bool fused, const gllmk_tensor *out,
+                                    const gllmk_tensor *w, const gllmk_tensor *bias, bool has_bias) {
+  gllmk_matmul_args args = linear_args(out, fused ? &p->residual : &p->normed, w, bias, has_bias);
+  if (fused) {
     args.a_norm = GLLMK_A_NORM_RMS;
     args.a_norm_eps = p->eps;
   }
+  return args;
+}
+
+static gllmk_status project_input(const pass *p, const gllmk_tensor *out, const gllmk_tensor *w,
+                                  const gllmk_tensor *bias, bool has_bias) {
+  gllmk_matmul_args args = input_args(p, p->fused, out, w, bias, has_bias);
   return gllmk_matmul(p->shard->context, &args);
 }
 
@@ -251,9 +257,7 @@ static gllmk_status split_qk(pass *p) {
  * (the other fused calls have the same shapes or need nothing new). */
 static bool fusion_supported(const pass *p) {
   const layer_weights *w = &p->weights->layers[0];
-  gllmk_matmul_args args = linear_args(&p->qkv, &p->residual, &w->qkv, &w->qkv_bias, w->has_qkv_bias);
-  args.a_norm = GLLMK_A_NORM_RMS;
-  args.a_norm_eps = p->eps;
+  gllmk_matmul_args args = input_args(p, true, &p->qkv, &w->qkv, &w->qkv_bias, w->has_qkv_bias);
   return gllmk_op_supported(p->shard->context, GLLMK_OP_matmul, &args, sizeof args) == GLLMK_OK;
 }
 
@@ -295,15 +299,19 @@ static gllmk_status reduce_proj(const session_state *s, const pass *passes) {
   return gllmk_all_reduce(s->model->comm, outs, ins);
 }
 
+/* normed = rmsnorm(residual) * weight. */
+static gllmk_status norm_residual(const pass *p, const gllmk_tensor *weight) {
+  return gllmk_rmsnorm(p->shard->context, &(gllmk_rmsnorm_args){.out = &p->normed, .x = &p->residual,
+                                                              .weight = weight, .eps = p->eps});
+}
+
 static gllmk_status embed(const pass *p) {
   gllmk_context *ctx = p->shard->context;
   MODEL_TRY(gllmk_embedding(ctx, &(gllmk_embedding_args){.out = &p->residual,
                                                          .table = &p->weights->embed,
                                                          .ids = &p->idx.ids}));
   if (p->fused) return GLLMK_OK;
-  return gllmk_rmsnorm(ctx, &(gllmk_rmsnorm_args){.out = &p->normed, .x = &p->residual,
-                                                 .weight = &p->weights->layers[0].input_norm,
-                                                 .eps = p->eps});
+  return norm_residual(p, &p->weights->layers[0].input_norm);
 }
 
 /* Each sequence's last row through lm_head (with one new token per
@@ -358,9 +366,7 @@ static gllmk_status logits(session_state *s, const pass *passes, const step_layo
  * of the last down projection. */
 static gllmk_status final_norm(const pass *p) {
   if (!p->fused) return add_norm(p, &p->weights->final_norm);
-  return gllmk_rmsnorm(p->shard->context,
-                       &(gllmk_rmsnorm_args){.out = &p->normed, .x = &p->residual,
-                                             .weight = &p->weights->final_norm, .eps = p->eps});
+  return norm_residual(p, &p->weights->final_norm);
 }
 
 /* The ranks in lockstep: each runs up to the next collective. */

@@ -127,8 +127,10 @@ static void describe_matmul(const gllmk_matmul_args *args, cuda_matmul_params *o
   *out_params = p;
 }
 
-/* Only gemv_nk normalizes a's rows (a_norm): one row of a, b as [N, K]. */
 static int runs_gemv(const cuda_matmul_params *p) { return p->m == 1 && p->batch <= MAX_GRID_YZ; }
+
+/* Only gemv_nk normalizes a's rows (a_norm): one row of a, b as [N, K]. */
+static int runs_gemv_nk(const cuda_matmul_params *p) { return runs_gemv(p) && !p->b_kn; }
 
 static gllmk_status refuse_a_norm(void) {
   return cuda_host->fail(GLLMK_ERR_UNSUPPORTED,
@@ -139,7 +141,7 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
   const int32_t dtype = args->out->dtype;
   cuda_matmul_params p;
   describe_matmul(args, &p);
-  if (p.a_rms && (!runs_gemv(&p) || p.b_kn)) return refuse_a_norm();
+  if (p.a_rms && !runs_gemv_nk(&p)) return refuse_a_norm();
   const int v = variant(dtype);
   if (runs_gemv(&p)) {
     if (p.b_kn)
@@ -180,5 +182,5 @@ gllmk_status cuda_matmul_supports(gllmk_plugin_device *dev, const gllmk_matmul_a
   if (args->a_norm == GLLMK_A_NORM_NONE) return GLLMK_OK;
   cuda_matmul_params p;
   describe_matmul(args, &p);
-  return runs_gemv(&p) && !p.b_kn ? GLLMK_OK : refuse_a_norm();
+  return runs_gemv_nk(&p) ? GLLMK_OK : refuse_a_norm();
 }
