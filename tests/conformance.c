@@ -663,15 +663,6 @@ typedef struct matmul_problem {
   bool a_norm; /* GLLMK_A_NORM_RMS with eps 1e-5 */
 } matmul_problem;
 
-/* a's rows divided by their RMS (a_norm): rows of k values, in place. */
-static void rms_normalize_rows(double *a, int64_t rows, int64_t k, double eps) {
-  for (int64_t r = 0; r < rows; r++) {
-    double squares = 0.0;
-    for (int64_t j = 0; j < k; j++) squares += a[r * k + j] * a[r * k + j];
-    const double scale = 1.0 / sqrt(squares / (double)k + eps);
-    for (int64_t j = 0; j < k; j++) a[r * k + j] *= scale;
-  }
-}
 
 static shape batched(const matmul_problem *p, int64_t rows, int64_t cols) {
   shape s = {0, {0}};

@@ -128,6 +128,17 @@ static inline bool token_in_row(const char *what, int64_t r, double token, int64
   return false;
 }
 
+/* matmul's a_norm on the host: rows of k values divided by their RMS, in
+ * place. */
+static inline void rms_normalize_rows(double *a, int64_t rows, int64_t k, double eps) {
+  for (int64_t r = 0; r < rows; r++) {
+    double squares = 0.0;
+    for (int64_t j = 0; j < k; j++) squares += a[r * k + j] * a[r * k + j];
+    const double scale = 1.0 / sqrt(squares / (double)k + eps);
+    for (int64_t j = 0; j < k; j++) a[r * k + j] *= scale;
+  }
+}
+
 /* How many of n values are larger than `value`. */
 static inline int64_t count_larger(const double *values, int64_t n, double value) {
   int64_t larger = 0;

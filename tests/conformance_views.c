@@ -554,6 +554,7 @@ typedef struct mm_view {
   layout a, b, out, bias_layout;
   /* a repeats one matrix over the batch (batch stride 0) */
   bool a_broadcast;
+  bool a_norm; /* GLLMK_A_NORM_RMS, eps 1e-5 */
 } mm_view;
 
 static shape mm_shape(int64_t batch, int64_t rows, int64_t cols) {
@@ -582,22 +583,26 @@ static void matmul_view_case(gllmk_dtype dtype, const mm_view *c) {
   placed b = place_in(dtype, b_shape, &c->b, -1, 1);
   placed bias = place_in(dtype, SHAPE(c->n), &c->bias_layout, -1, 1);
   placed out = place(dtype, mm_shape(c->batch, c->m, c->n), &c->out, c->beta == 0.0f, -1, 1);
-  const char *what = label("matmul %s %s M=%lld N=%lld K=%lld batch=%lld %s%s alpha=%g beta=%g%s: "
+  const char *what = label("matmul %s %s M=%lld N=%lld K=%lld batch=%lld %s%s alpha=%g beta=%g%s%s: "
                            "a %s, b %s, out %s",
                            c->name, dname(dtype), (long long)c->m, (long long)c->n,
                            (long long)c->k, (long long)c->batch, nk ? "b[N,K]" : "b[K,N]",
                            c->b_batched ? " batched b" : "", (double)c->alpha, (double)c->beta,
-                           c->bias ? " bias" : "", view_text(&a.t), view_text(&b.t),
-                           view_text(&out.t));
+                           c->bias ? " bias" : "", c->a_norm ? " a_norm" : "", view_text(&a.t),
+                           view_text(&b.t), view_text(&out.t));
   ref_matmul_problem rp = {.batch = batch, .m = c->m, .n = c->n, .k = c->k,
                            .b_layout = c->b_layout, .b_batched = c->b_batched,
                            .alpha = c->alpha, .beta = c->beta};
-  double *ref = values(&out);
-  ref_matmul(&rp, values(&a), values(&b), c->bias ? values(&bias) : NULL, ref);
+  double *ref = values(&out), *a_values = values(&a);
+  const float eps = 1e-5f;
+  if (c->a_norm) rms_normalize_rows(a_values, batch * c->m, c->k, eps);
+  ref_matmul(&rp, a_values, values(&b), c->bias ? values(&bias) : NULL, ref);
   RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){.out = &out.t, .a = &a.t, .b = &b.t,
                                                    .bias = c->bias ? &bias.t : NULL,
                                                    .alpha = c->alpha, .beta = c->beta,
-                                                   .b_layout = c->b_layout}),
+                                                   .b_layout = c->b_layout,
+                                                   .a_norm = c->a_norm ? GLLMK_A_NORM_RMS : 0,
+                                                   .a_norm_eps = eps}),
          what);
   expect_view_close(what, &out, ref);
 }
@@ -611,45 +616,54 @@ static void views_matmul(void) {
   const mm_view cases[] = {
       /* Issue 20 (vulkan on the H100): b [K, N], bias, alpha 0.5, beta 1, rows of a
        * (777 elements) not 16-byte aligned; then a itself one element in. */
-      {"issue 20", 0, 64, 1000, 777, GLLMK_B_KN, false, 0.5f, 1.0f, true, D, D, D, D, false},
+      {"issue 20", 0, 64, 1000, 777, GLLMK_B_KN, false, 0.5f, 1.0f, true, D, D, D, D, false, false},
       {"a at an odd offset", 0, 64, 1000, 777, GLLMK_B_KN, false, 0.5f, 1.0f, true,
-       cols_layout(2, 3, 1), D, D, shifted(1), false},
+       cols_layout(2, 3, 1), D, D, shifted(1), false, false},
       /* Aligned slices: a the first K columns of [M, 2K], b the middle N rows of a
        * fused [3N, K] weight, out the middle N columns of [M, 3N]. */
       {"fused weight slices", 0, big_m, big_n, big_k, GLLMK_B_NK, false, 1.0f, 0.0f, true,
        cols_layout(2, big_k, 0), (layout){.pad = {[0] = 2 * big_n}, .start = {[0] = big_n}},
-       cols_layout(2, 2 * big_n, big_n), D, false},
+       cols_layout(2, 2 * big_n, big_n), D, false, false},
       {"fused weight slices", 0, big_m, big_n, big_k, GLLMK_B_KN, false, 1.0f, 0.0f, false,
        cols_layout(2, big_k, big_k), cols_layout(2, 2 * big_n, big_n),
-       cols_layout(2, big_n, 0), D, false},
+       cols_layout(2, big_n, 0), D, false, false},
       /* Batches of permuted tensors (batch stride K, row stride B K): a shared b. */
       {"permuted batches, shared b", 3, 70, 48, 64, GLLMK_B_NK, false, 1.0f, 0.5f, true,
-       batch_inner, D, batch_inner, shifted(3), false},
+       batch_inner, D, batch_inner, shifted(3), false, false},
       {"permuted batches, shared b", 3, 33, 40, 24, GLLMK_B_KN, false, 1.0f, 0.0f, false,
-       batch_inner, cols_layout(2, 3, 2), batch_inner, D, false},
+       batch_inner, cols_layout(2, 3, 2), batch_inner, D, false, false},
       /* Batched b stored [K, B, N]; a at an odd offset; out a column slice. */
       {"permuted batched b", 2, 33, 24, 40, GLLMK_B_KN, true, 1.0f, 0.0f, true, shifted(1),
-       batch_inner, cols_layout(3, 5, 2), D, false},
+       batch_inner, cols_layout(3, 5, 2), D, false, false},
       {"permuted batched b", 2, 65, 64, 64, GLLMK_B_NK, true, 0.75f, 0.0f, false, batch_inner,
-       batch_inner, batch_inner, D, false},
+       batch_inner, batch_inner, D, false, false},
       /* GEMV (M = 1): rows one element in, a column slice of b. */
       {"gemv slices", 0, 1, 256, 300, GLLMK_B_NK, false, 1.0f, 0.0f, true,
-       cols_layout(2, 3, 1), cols_layout(2, 4, 2), cols_layout(2, 5, 3), shifted(1), false},
+       cols_layout(2, 3, 1), cols_layout(2, 4, 2), cols_layout(2, 5, 3), shifted(1), false, false},
       {"gemv slices", 0, 1, 256, 300, GLLMK_B_KN, false, 1.0f, 0.0f, true,
-       cols_layout(2, 3, 1), cols_layout(2, 4, 2), cols_layout(2, 5, 3), shifted(1), false},
+       cols_layout(2, 3, 1), cols_layout(2, 4, 2), cols_layout(2, 5, 3), shifted(1), false, false},
       /* Batched single rows 72 apart with a shared b (rows of one matrix). */
       {"single rows apart, shared b", 5, 1, 48, 64, GLLMK_B_KN, false, 1.0f, 0.0f, false,
-       cols_layout(3, 8, 0), D, cols_layout(3, 2, 1), D, false},
+       cols_layout(3, 8, 0), D, cols_layout(3, 2, 1), D, false, false},
       {"single rows apart, batched b", 4, 1, 32, 64, GLLMK_B_NK, true, 1.0f, 0.0f, false,
-       cols_layout(3, 8, 0), batch_inner, cols_layout(3, 2, 1), D, false},
+       cols_layout(3, 8, 0), batch_inner, cols_layout(3, 2, 1), D, false, false},
       /* Decode-batch rows (cuda's matmul_skinny, K split): a the first K columns of
        * [M, K + 64], b the middle rows of a fused weight, out a column slice. */
       {"few rows, fused weight slices", 0, 24, 200, 1024, GLLMK_B_NK, false, 1.0f, 0.0f, true,
        cols_layout(2, 64, 0), (layout){.pad = {[0] = 200}, .start = {[0] = 100}},
-       cols_layout(2, 24, 8), shifted(8), false},
+       cols_layout(2, 24, 8), shifted(8), false, false},
       /* One a for every batch (batch stride 0). */
       {"a repeated over the batch", 3, 20, 24, 16, GLLMK_B_NK, true, 1.0f, 0.0f, true, D, D,
-       D, D, true},
+       D, D, true, false},
+      /* a_norm (cuda: single rows with b as [N, K] only): a row one element in and a
+       * column slice of b, single rows apart, then the GEMM's fused slices. */
+      {"a_norm gemv slices", 0, 1, 256, 300, GLLMK_B_NK, false, 1.0f, 1.0f, true,
+       cols_layout(2, 3, 1), cols_layout(2, 4, 2), cols_layout(2, 5, 3), shifted(1), false, true},
+      {"a_norm single rows apart", 4, 1, 32, 64, GLLMK_B_NK, true, 1.0f, 0.0f, false,
+       cols_layout(3, 8, 0), batch_inner, cols_layout(3, 2, 1), D, false, true},
+      {"a_norm fused weight slices", 0, big_m, big_n, big_k, GLLMK_B_NK, false, 1.0f, 0.0f, true,
+       cols_layout(2, big_k, 0), (layout){.pad = {[0] = 2 * big_n}, .start = {[0] = big_n}},
+       cols_layout(2, 2 * big_n, big_n), D, false, true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
