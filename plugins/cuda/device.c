@@ -151,17 +151,16 @@ static gllmk_status load_kernels(gllmk_plugin_device *dev) {
   return status;
 }
 
-/* matmul_skinny's partial tiles (64 rows x GK_MATMUL_SKINNY_BN f32 at most) and zeroed counters. */
-static gllmk_status create_skinny_buffers(gllmk_plugin_device *dev) {
+/* The zeroed arrival counters, and on sm_80+ matmul_skinny's partial tiles
+ * (64 rows x GK_MATMUL_SKINNY_BN f32 at most). */
+static gllmk_status create_split_buffers(gllmk_plugin_device *dev) {
+  gllmk_status status = cuda_check(cu.cuMemAlloc(&dev->arrivals, GK_ARRIVAL_COUNTERS * 4), "cuMemAlloc (arrival counters)");
+  if (status == GLLMK_OK)
+    status = cuda_check(cu.cuMemsetD8Async(dev->arrivals, 0, GK_ARRIVAL_COUNTERS * 4, dev->stream), "cuMemsetD8Async");
+  if (status != GLLMK_OK || dev->sm < 80) return status;
   const size_t tiles = 2u * CUDA_SKINNY_BLOCKS_PER_SM * (size_t)dev->multiprocessors;
-  gllmk_status status = cuda_check(cu.cuMemAlloc(&dev->skinny_partial, tiles * GK_MATMUL_SKINNY_BN * 64 * 4),
-                                   "cuMemAlloc (matmul partial tiles)");
-  if (status == GLLMK_OK)
-    status = cuda_check(cu.cuMemAlloc(&dev->skinny_counters, GK_MATMUL_SKINNY_COUNTERS * 4), "cuMemAlloc (matmul counters)");
-  if (status == GLLMK_OK)
-    status = cuda_check(cu.cuMemsetD8Async(dev->skinny_counters, 0, GK_MATMUL_SKINNY_COUNTERS * 4, dev->stream),
-                        "cuMemsetD8Async");
-  return status;
+  return cuda_check(cu.cuMemAlloc(&dev->skinny_partial, tiles * GK_MATMUL_SKINNY_BN * 64 * 4),
+                    "cuMemAlloc (matmul partial tiles)");
 }
 
 static gllmk_status create_resources(gllmk_plugin_device *dev, void *queue) {
@@ -185,7 +184,7 @@ static gllmk_status create_resources(gllmk_plugin_device *dev, void *queue) {
       status = cuda_check(cu.cuEventCreate(&dev->staging_done[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   }
   if (status == GLLMK_OK) status = load_kernels(dev);
-  if (status == GLLMK_OK && dev->sm >= 80) status = create_skinny_buffers(dev);
+  if (status == GLLMK_OK) status = create_split_buffers(dev);
   return status;
 }
 
@@ -196,7 +195,7 @@ static void destroy_resources(gllmk_plugin_device *dev) {
   if (dev->module) cu.cuModuleUnload(dev->module);
   if (dev->scratch) cu.cuMemFree(dev->scratch);
   if (dev->skinny_partial) cu.cuMemFree(dev->skinny_partial);
-  if (dev->skinny_counters) cu.cuMemFree(dev->skinny_counters);
+  if (dev->arrivals) cu.cuMemFree(dev->arrivals);
   for (int i = 0; i < dev->retired_count; i++) cu.cuMemFree(dev->retired[i]);
   for (int i = 0; i < 2; i++) {
     if (dev->staging_done[i]) cu.cuEventDestroy(dev->staging_done[i]);

@@ -111,10 +111,12 @@ struct gllmk_plugin_device {
   size_t scratch_size;
   CUdeviceptr retired[8];
   int retired_count;
-  /* matmul_skinny's split-K partial tiles and per-tile counters (kept at 0
-   * between launches), made with the context (sm_80+) so that recordings
-   * can split too. */
-  CUdeviceptr skinny_partial, skinny_counters;
+  /* Counters of the blocks that finished a split tile or row, kept at 0
+   * between launches (the last block to arrive resets its counter):
+   * matmul_skinny's split-K tiles, argmax's and sample's split rows. Made
+   * with the context, as are matmul_skinny's partial tiles (sm_80+), so
+   * that recordings can split too. */
+  CUdeviceptr arrivals, skinny_partial;
   int capturing;  /* between record_begin and record_end */
   int planning;   /* cuda_<op>_supports: the op's host code chooses kernels, launches nothing */
   int recordings; /* live native recordings */

@@ -57,11 +57,11 @@ static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_pa
   memset(&sp, 0, sizeof sp);
   sp.p = *p;
   sp.partial = dev->skinny_partial;
-  sp.counters = dev->skinny_counters;
+  sp.counters = dev->arrivals;
   const int64_t tiles = ceil_div(p->n, GK_MATMUL_SKINNY_BN);
   const int64_t wanted = (int64_t)CUDA_SKINNY_BLOCKS_PER_SM * dev->multiprocessors;
   int64_t splits = 1;
-  if (tiles < wanted && tiles <= GK_MATMUL_SKINNY_COUNTERS) {
+  if (tiles < wanted && tiles <= GK_ARRIVAL_COUNTERS) {
     const int64_t most = p->k / 512 > 1 ? p->k / 512 : 1;
     splits = ceil_div(wanted, tiles) < most ? ceil_div(wanted, tiles) : most;
   }
@@ -150,7 +150,7 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
     return cuda_launch(dev, CK_gemv_nk_f32 + v, clamp_u32(ceil_div(p.n, GK_GEMV_NK_OUTPUTS), MAX_GRID_X),
                        (uint32_t)p.batch, 1, GK_GEMV_NK_OUTPUTS * 32, 0, &p);
   }
-  if (dtype != GLLMK_F32 && dev->skinny_counters && !p.b_kn && p.vec && p.m <= 64 && p.batch == 1 &&
+  if (dtype != GLLMK_F32 && dev->skinny_partial && !p.b_kn && p.vec && p.m <= 64 && p.batch == 1 &&
       ceil_div(p.n, GK_MATMUL_SKINNY_BN) <= MAX_GRID_X)
     return launch_skinny(dev, &p, dtype);
   if (dtype != GLLMK_F32 && dev->wgmma && !p.b_kn && p.vec && p.m >= 64 && p.batch <= MAX_GRID_YZ &&

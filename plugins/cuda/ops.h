@@ -25,10 +25,11 @@
 /* Whether a valid call would run here, for the ops whose host code can
  * refuse one: rope (16-bit rotary_dim past what shared memory holds) and
  * attention (a head dim or grid past the device's limits), or needs the
- * scratch (attention, sample). Each plans the call as for a launch,
+ * scratch (attention, argmax, sample). Each plans the call as for a launch,
  * launching nothing but growing the scratch. */
 gllmk_status cuda_matmul_supports(gllmk_plugin_device *dev, const gllmk_matmul_args *args);
 gllmk_status cuda_rope_supports(gllmk_plugin_device *dev, const gllmk_rope_args *args);
+gllmk_status cuda_argmax_supports(gllmk_plugin_device *dev, const gllmk_argmax_args *args);
 gllmk_status cuda_sample_supports(gllmk_plugin_device *dev, const gllmk_sample_args *args);
 gllmk_status cuda_attention_supports(gllmk_plugin_device *dev, const gllmk_attention_args *args);
 gllmk_status cuda_paged_attention_supports(gllmk_plugin_device *dev, const gllmk_paged_attention_args *args);

@@ -19,6 +19,7 @@
 static gllmk_status cuda_supports(gllmk_plugin_device *dev, gllmk_op op, const void *args) {
   if (op == GLLMK_OP_matmul) return cuda_matmul_supports(dev, args);
   if (op == GLLMK_OP_rope) return cuda_rope_supports(dev, args);
+  if (op == GLLMK_OP_argmax) return cuda_argmax_supports(dev, args);
   if (op == GLLMK_OP_sample) return cuda_sample_supports(dev, args);
   if (op == GLLMK_OP_attention) return cuda_attention_supports(dev, args);
   if (op == GLLMK_OP_paged_attention) return cuda_paged_attention_supports(dev, args);

@@ -198,6 +198,27 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
+/* ---------------------------------------------------------- split work */
+
+/* Whether this block is the last of `expected` to reach counters[index]
+ * (then it resets the counter to 0 for the next launch), for every thread.
+ * What the blocks wrote before arriving is visible to the last one, which
+ * should read it with __ldcg (L2), not through its L1. */
+__device__ __forceinline__ bool last_to_arrive(uint64_t counters, int64_t index, int expected) {
+  __shared__ int is_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int *counter = ptr_at<int>(counters, index);
+    is_last = atomicAdd(counter, 1) == expected - 1;
+    if (is_last) *counter = 0;
+  }
+  __syncthreads();
+  const bool last = is_last;
+  if (last) __threadfence();
+  return last;
+}
+
 /* -------------------------------------------------------------- reductions */
 
 __device__ __forceinline__ float warp_sum(float v) {

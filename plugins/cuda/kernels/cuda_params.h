@@ -175,12 +175,18 @@ typedef struct cuda_attention_params {
 /* Combines split-K partial results of attention into out (and lse). */
 typedef cuda_attention_params cuda_attention_combine_params;
 
+/* argmax: block (s, y) takes columns [s * span, (s + 1) * span) of rows
+ * y, y + gridDim.y, ...; with splits > 1 (then rows <= gridDim.y) each
+ * block leaves its best (value, column) in partial[r * splits + s] and the
+ * last of a row's blocks to arrive (counters[r]) picks the row's. */
 typedef struct cuda_argmax_params {
   uint64_t logits, out;
   int64_t rows, cols, stride;
   int64_t out_cols, out_stride;
+  uint64_t partial, counters;
+  int64_t span;
+  int32_t splits;
   int32_t vec; /* cols % 8 == 0 and rows 16-byte aligned */
-  int32_t pad_;
 } cuda_argmax_params;
 
 /* sample; the top_k path (sample_topk_chunks, then sample_topk_draw) takes
@@ -214,9 +220,9 @@ typedef struct cuda_sample_params {
 #define GK_MATMUL_SKINNY_BN 128     /* columns per block */
 #define GK_MATMUL_SKINNY_THREADS 256 /* eight warps of 16 columns */
 #define GK_MATMUL_SKINNY_KSTEP 128   /* K per pass of the main loop */
-#define GK_MATMUL_SKINNY_COUNTERS 4096 /* tiles that can be split at once */
 #define GK_GEMV_NK_OUTPUTS 8   /* outputs per block (one per warp) */
 #define GK_GEMV_KN_OUTPUTS 64
+#define GK_ARRIVAL_COUNTERS 4096 /* tiles or rows that can be split at once */
 #define GK_SAMPLE_THREADS 256
 #define GK_SAMPLE_CHUNK 2048    /* logits per block of sample_topk_chunks, 8 a thread */
 #define GK_SAMPLE_TOPK_MAX 256  /* the largest top_k of sample's top_k path */

@@ -489,14 +489,7 @@ template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_
     each_pair([&](float *v, int r, int c) {
       *reinterpret_cast<float2 *>(partial + slot + r * BN + c) = make_float2(v[0], v[1]);
     });
-    __threadfence();
-    __syncthreads();
-    __shared__ int is_last;
-    int *counter = ptr_at<int>(P.counters, tile);
-    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1) == P.splits - 1;
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
+    if (!last_to_arrive(P.counters, tile, P.splits)) return;
     each_pair([&](float *v, int, int) { v[0] = v[1] = 0.0f; });
     for (int64_t s = 0; s < P.splits; s++) { /* in split order: the same sum every run */
       const int64_t from = (tile * P.splits + s) * BM * BN;
@@ -506,7 +499,6 @@ template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_
         v[1] += part.y;
       });
     }
-    if (threadIdx.x == 0) *counter = 0;
   }
   T *out = ptr_at<T>(p.out, 0);
   const T *bias = bias_of<T>(p);

@@ -1,7 +1,8 @@
 /*
  * sample.cu - argmax and sample: one block per row (GK_SAMPLE_THREADS
- * threads for sample); sample with 1 < top_k <= GK_SAMPLE_TOPK_MAX also has
- * a two-kernel path, with a block per chunk of the row first (below).
+ * threads for sample), or for argmax of few rows several blocks a row whose
+ * last merges; sample with 1 < top_k <= GK_SAMPLE_TOPK_MAX also has a
+ * two-kernel path, with a block per chunk of the row first (below).
  *
  * sample keeps the tokens that survive top_k (every logit whose order key
  * is >= the top_k-th largest: ties at the threshold are all kept), then
@@ -27,19 +28,24 @@ __device__ __forceinline__ bool beats(float v, int64_t i, float best, int64_t be
   return v > best || (v == best && i < best_i);
 }
 
+/* The warp's best (value, index) by beats(), in every lane. */
+__device__ __forceinline__ void warp_argmax(float *best, int64_t *best_i) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float v = __shfl_xor_sync(0xffffffffu, *best, o);
+    const int64_t i = __shfl_xor_sync(0xffffffffu, *best_i, o);
+    if (beats(v, i, *best, *best_i)) {
+      *best = v;
+      *best_i = i;
+    }
+  }
+}
+
 /* The block's best (value, index) by beats(), from each thread's own best,
  * for every thread. */
 __device__ int64_t block_argmax(float best, int64_t best_i, float *value) {
   __shared__ float best_value[32];
   __shared__ int64_t best_index[32];
-  for (int o = 16; o > 0; o >>= 1) {
-    const float v = __shfl_xor_sync(0xffffffffu, best, o);
-    const int64_t i = __shfl_xor_sync(0xffffffffu, best_i, o);
-    if (beats(v, i, best, best_i)) {
-      best = v;
-      best_i = i;
-    }
-  }
+  warp_argmax(&best, &best_i);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();
   if (lane == 0) {
@@ -51,14 +57,7 @@ __device__ int64_t block_argmax(float best, int64_t best_i, float *value) {
     const int warps = blockDim.x >> 5;
     best = lane < warps ? best_value[lane] : __int_as_float(0x7fc00000);
     best_i = lane < warps ? best_index[lane] : INT64_MAX;
-    for (int o = 16; o > 0; o >>= 1) {
-      const float v = __shfl_xor_sync(0xffffffffu, best, o);
-      const int64_t i = __shfl_xor_sync(0xffffffffu, best_i, o);
-      if (beats(v, i, best, best_i)) {
-        best = v;
-        best_i = i;
-      }
-    }
+    warp_argmax(&best, &best_i);
     if (lane == 0) {
       best_value[0] = best;
       best_index[0] = best_i;
@@ -69,8 +68,9 @@ __device__ int64_t block_argmax(float best, int64_t best_i, float *value) {
   return best_index[0];
 }
 
-/* Index of the row's largest logit (lowest on ties), for every thread. */
-template <class T> __device__ int64_t row_argmax(const T *row, int64_t cols, int vec) {
+/* Index of the row's largest logit (lowest on ties) and its value, for
+ * every thread. */
+template <class T> __device__ int64_t row_argmax(const T *row, int64_t cols, int vec, float *value) {
   /* First a bare >: a thread's columns come in order, so that keeps the
    * lowest index of its largest number in fewer instructions than beats()
    * (H100 [128, 128256]: bf16 24.8 -> 17.8 us, f32 29.6 -> 26.4; [1, 128256]
@@ -93,18 +93,50 @@ template <class T> __device__ int64_t row_argmax(const T *row, int64_t cols, int
       }
     });
   }
-  float value;
-  return block_argmax(best, best_i, &value);
+  return block_argmax(best, best_i, value);
 }
 
 __device__ __forceinline__ int32_t *out_at(uint64_t out, int64_t cols, int64_t stride, int64_t r) {
   return reinterpret_cast<int32_t *>(out) + (r / cols) * stride + r % cols;
 }
 
+/* What a block of a split row leaves for the row's last block. */
+struct argmax_partial {
+  float value;
+  int32_t column;
+};
+
+/* The row's answer from its blocks' partials, by warp 0 (in any order:
+ * beats() is a total order). */
+__device__ int64_t merge_argmax(const argmax_partial *partial, int splits) {
+  float best = __int_as_float(0x7fc00000);
+  int64_t best_i = INT64_MAX;
+  for (int s = threadIdx.x; s < splits; s += 32) {
+    const float2 q = __ldcg(reinterpret_cast<const float2 *>(partial + s));
+    if (beats(q.x, __float_as_int(q.y), best, best_i)) {
+      best = q.x;
+      best_i = __float_as_int(q.y);
+    }
+  }
+  warp_argmax(&best, &best_i);
+  return best_i;
+}
+
 template <class T> __device__ void argmax_impl(const cuda_argmax_params &p) {
-  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
-    const int64_t best = row_argmax(ptr_at<const T>(p.logits, r * p.stride), p.cols, p.vec);
-    if (threadIdx.x == 0) *out_at(p.out, p.out_cols, p.out_stride, r) = (int32_t)best;
+  const int64_t begin = blockIdx.x * p.span, count = min(p.span, p.cols - begin);
+  for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
+    float value;
+    const int64_t best = begin + row_argmax(ptr_at<const T>(p.logits, r * p.stride + begin), count, p.vec, &value);
+    int32_t *out = out_at(p.out, p.out_cols, p.out_stride, r);
+    if (p.splits == 1) {
+      if (threadIdx.x == 0) *out = (int32_t)best;
+      continue;
+    }
+    argmax_partial *partial = reinterpret_cast<argmax_partial *>(p.partial) + r * p.splits;
+    if (threadIdx.x == 0) partial[blockIdx.x] = {value, (int32_t)best};
+    if (!last_to_arrive(p.counters, r, p.splits) || threadIdx.x >= 32) continue;
+    const int64_t merged = merge_argmax(partial, p.splits);
+    if (threadIdx.x == 0) *out = (int32_t)merged;
   }
 }
 
@@ -338,9 +370,10 @@ __device__ int64_t draw_kept(Each each, const sample_weights &w, uint32_t floor,
  * selection over the row, then draw_kept over the row. */
 template <class T> __device__ int64_t sample_row(const cuda_sample_params &p, int64_t r) {
   const T *logits = ptr_at<const T>(p.logits, r * p.stride);
-  const int64_t best = row_argmax(logits, p.cols, p.vec);
+  float top;
+  const int64_t best = row_argmax(logits, p.cols, p.vec, &top);
   if (!(p.temperature > 0.0f) || p.top_k == 1) return best;
-  const sample_weights w = {load1(logits + best), 1.0f / p.temperature};
+  const sample_weights w = {top, 1.0f / p.temperature};
   auto each = [&](auto f) { for_row(logits, p.cols, p.vec, f); };
   uint32_t floor = 0;
   if (p.top_k > 0 && p.top_k < p.cols) floor = radix_select<false>(each, w, 0, (uint64_t)p.top_k);
