@@ -1131,19 +1131,24 @@ static void argmax_case(gllmk_dtype dtype, shape logits_shape, bool ties) {
 }
 
 /* Rows with NaN: NaN first and scattered through random numbers; all NaN;
- * NaN but for one -inf; NaN but for tied numbers. */
-static void argmax_nan_case(gllmk_dtype dtype, int64_t vocab) {
-  shape logits_shape = SHAPE(4, vocab);
-  const char *what = label("argmax %s %s with NaN", dname(dtype), shape_text(logits_shape));
-  dev logits = dev_new(dtype, logits_shape);
-  double *row = logits.host;
+ * NaN but for one -inf; NaN but for tied numbers. As one [4, vocab] call,
+ * or with `one_row_a_call` four [1, vocab] calls (a backend may split a
+ * lone row over its threads or blocks). */
+static void argmax_nan_case(gllmk_dtype dtype, int64_t vocab, bool one_row_a_call) {
+  double *rows = host_alloc((size_t)(4 * vocab) * sizeof *rows);
   for (int64_t i = 0; i < vocab; i++)
-    row[i] = i == 0 || test_rng_int(&S.rng, 0, 9) == 0 ? NAN : test_rng_uniform(&S.rng, -10, 10);
-  for (int64_t i = vocab; i < logits.numel; i++) logits.host[i] = NAN;
-  logits.host[2 * vocab + test_rng_int(&S.rng, 0, vocab - 1)] = -INFINITY;
-  for (int copies = 0; copies < 3; copies++)
-    logits.host[3 * vocab + test_rng_int(&S.rng, 0, vocab - 1)] = -3.0;
-  expect_argmax(what, &logits, logits_shape);
+    rows[i] = i == 0 || test_rng_int(&S.rng, 0, 9) == 0 ? NAN : test_rng_uniform(&S.rng, -10, 10);
+  for (int64_t i = vocab; i < 4 * vocab; i++) rows[i] = NAN;
+  rows[2 * vocab + test_rng_int(&S.rng, 0, vocab - 1)] = -INFINITY;
+  for (int copies = 0; copies < 3; copies++) rows[3 * vocab + test_rng_int(&S.rng, 0, vocab - 1)] = -3.0;
+  const int64_t per_call = one_row_a_call ? 1 : 4;
+  for (int64_t first = 0; first < 4; first += per_call) {
+    shape logits_shape = SHAPE(per_call, vocab);
+    const char *what = label("argmax %s %s with NaN", dname(dtype), shape_text(logits_shape));
+    dev logits = dev_new(dtype, logits_shape);
+    memcpy(logits.host, rows + first * vocab, (size_t)(per_call * vocab) * sizeof *rows);
+    expect_argmax(what, &logits, logits_shape);
+  }
 }
 
 static void conf_argmax(void) {
@@ -1158,8 +1163,11 @@ static void conf_argmax(void) {
     /* Rows split into chunks (vulkan): 16-byte words and a tail, elements. */
     argmax_case(dtype, SHAPE(1, 8195), true);
     argmax_case(dtype, SHAPE(3, 4099), true);
-    argmax_nan_case(dtype, 1000);
-    argmax_nan_case(dtype, 8195);
+    argmax_nan_case(dtype, 1000, false);
+    argmax_nan_case(dtype, 8195, false);
+    /* Lone rows long enough to be shared out (the cpu's threads, cuda's blocks). */
+    argmax_case(dtype, SHAPE(1, S.quick ? 70001 : 151936), true);
+    argmax_nan_case(dtype, 70001, true);
   }
 }
 
