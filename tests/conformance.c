@@ -734,6 +734,13 @@ static void conf_matmul(void) {
       {0, 0, 16, 64, 520, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
       {0, 0, 33, 130, quick ? 1000 : 3000, GLLMK_B_NK, false, 0.5f, 0.75f, true, false},
       {0, 0, 64, 520, quick ? 2048 : 4096, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
+      /* The cpu GEMM's blocking: tiles along M and N, several row groups of a
+       * (about 128 rows each), micro-tiles cut at the edges, a last K slice
+       * (256 deep) cut short. */
+      {0, 0, 259, quick ? 300 : 600, quick ? 300 : 520, GLLMK_B_NK, false, 0.5f, 0.75f, true,
+       false},
+      {0, 0, 259, quick ? 300 : 600, quick ? 300 : 520, GLLMK_B_KN, false, 1.0f, 0.0f, false,
+       false},
       /* a_norm (cuda: one row with b as [N, K] only; the rest skipped there):
        * the generator's decode projections (beta 1 adds into the residual),
        * K not a multiple of 8, batches of single rows, b as [K, N], GEMV and

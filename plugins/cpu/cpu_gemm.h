@@ -109,6 +109,12 @@ typedef void (*cpu_gemv_fn)(int32_t dtype, int64_t m, int64_t k, const float *a,
 typedef void (*cpu_gemm_pack_fn)(const float *const *rows, int64_t count, int64_t kc, int64_t width,
                                  float *dst);
 
+/* Like cpu_gemm_pack_fn for rows of `dtype` (F32, F16 or BF16), converted
+ * to F32 as they are packed. Optional: where a table has none, matmul.c
+ * converts each row into F32 scratch and calls pack_transposed. */
+typedef void (*cpu_gemm_pack_dtype_fn)(int32_t dtype, const void *const *rows, int64_t count,
+                                       int64_t kc, int64_t width, float *dst);
+
 /* Packs rows as they are: dst[k * width + j] = rows[k][j] for k < count,
  * j < cols <= width; zero for cols <= j < width. */
 typedef void (*cpu_gemm_pack_rows_fn)(const float *const *rows, int64_t count, int64_t cols,
@@ -133,6 +139,7 @@ typedef struct cpu_gemm_isa {
   int64_t mr, nr; /* micro-tile: rows of A x columns of B */
   cpu_gemm_micro_fn micro;
   cpu_gemm_pack_fn pack_transposed;
+  cpu_gemm_pack_dtype_fn pack_transposed_dtype; /* may be NULL */
   cpu_gemm_pack_rows_fn pack_rows;
   cpu_gemv_fn gemv_nk, gemv_kn;
 } cpu_gemm_isa;

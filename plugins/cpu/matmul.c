@@ -10,11 +10,13 @@
  *
  * Two paths:
  *  - GEMM (more than CPU_GEMV_MAX_ROWS rows): BLIS-style. The output is cut
- *    into tiles (tasks); a task walks K in slices of GEMM_KC, packs the
- *    slice of b it needs (GEMM_KC x its columns, stays in L2) into panels of
- *    NR columns and, for each MR rows of a, packs that sliver (stays in L1)
- *    and runs the micro-kernel against every b panel. Packing converts
- *    F16/BF16 to F32, so the micro-kernels only see F32.
+ *    into tiles (tasks, up to GEMM_MC_MAX x GEMM_NC_MAX; plan_gemm weighs
+ *    packing against balance); a task walks K in slices of GEMM_KC and, per
+ *    slice, packs its b columns into panels of NR (L1-sized) and its rows of
+ *    a in groups of a quarter of the L2, in panels of MR, and runs the
+ *    micro-kernel for every pair of panels. While a group or panel is
+ *    multiplied, the rows of a and b packed next are prefetched. Packing
+ *    converts F16/BF16 to F32, so the micro-kernels only see F32.
  *  - GEMV (a few rows, decode): streams b once, reading its storage dtype
  *    directly; it is bound by memory bandwidth.
  * The micro-kernels and GEMV kernels come from an instruction-set table
@@ -30,11 +32,15 @@
 #include "ops.h"
 
 enum {
-  GEMM_KC = 256,      /* depth of one packed slice */
-  GEMM_NC = 512,      /* columns of a task: the packed b slice is GEMM_KC x GEMM_NC */
-  GEMM_MC_MAX = 960,  /* rows of a task at most (each task repacks its b slice) */
-  GEMV_NK_ROWS = 64,  /* b rows per GEMV task (b as [N, K]) */
-  GEMV_KN_BYTES = 16384 /* of each b row per GEMV task at most (b as [K, N]) */
+  GEMM_KC = 256,          /* depth of one packed slice */
+  GEMM_MC_MAX = 1024,     /* rows of a task at most */
+  GEMM_NC_MAX = 1024,     /* columns of a task at most (its packed b slice: GEMM_KC x them) */
+  GEMM_GRID_MAX = 16,     /* grids the planner tries beyond the fewest tiles, along M and N */
+  /* What packing one float of a or b costs, in multiply-adds of the
+   * micro-kernel: about 0.3 ns against 0.025 ns (AVX2, Zen 3). */
+  GEMM_PACK_COST = 16,
+  GEMV_NK_ROWS = 64,      /* b rows per GEMV task (b as [N, K]) */
+  GEMV_KN_BYTES = 16384   /* of each b row per GEMV task at most (b as [K, N]) */
 };
 
 /* Rows of a packed group of a within a task: a quarter of the L2 (128 on
@@ -175,11 +181,13 @@ static void finish_row(const matmul_job *job, float *v, void *dst, int64_t count
       prev = old;
     }
   }
-  for (int64_t j = 0; j < count; j++) {
-    float x = alpha * v[j];
-    if (prev) x += job->beta * prev[j];
-    if (bias) x += bias[j];
-    v[j] = x;
+  if (prev || bias || alpha != 1.0f) {
+    for (int64_t j = 0; j < count; j++) {
+      float x = alpha * v[j];
+      if (prev) x += job->beta * prev[j];
+      if (bias) x += bias[j];
+      v[j] = x;
+    }
   }
   cpu_store_f32(job->dtype, v, dst, count);
 }
@@ -214,6 +222,12 @@ static void pack_transposed(const cpu_gemm_isa *isa, int32_t dtype, const char *
                             int64_t count, int64_t kc, int64_t width, const float *scales,
                             float *dst, float *converted) {
   size_t esize = gllmk_plugin_dtype_size(dtype);
+  if (!scales && isa->pack_transposed_dtype) {
+    const void *lines[PACK_MAX_ROWS];
+    for (int64_t i = 0; i < count; i++) lines[i] = src + (size_t)(i * ld) * esize;
+    isa->pack_transposed_dtype(dtype, lines, count, kc, width, dst);
+    return;
+  }
   const float *rows[PACK_MAX_ROWS];
   for (int64_t i = 0; i < count; i++) {
     const char *row = src + (size_t)(i * ld) * esize;
@@ -285,19 +299,52 @@ static size_t gemm_scratch_layout(const matmul_job *job, char *base, gemm_scratc
   return offset;
 }
 
-/* Packs b[k0 .. k0+kc, n0 .. n0+count) into panels of nr columns. */
-static void pack_b_slice(const matmul_job *job, const char *b, int64_t k0, int64_t kc, int64_t n0,
-                         int64_t count, const gemm_scratch *s) {
-  int64_t nr = job->isa->nr;
-  if (job->b_kn) {
-    pack_b_kn(job->dtype, b + (size_t)(k0 * job->ldb + n0) * job->esize, job->ldb, count, kc, nr,
-              s->b_packed, s->rows);
-    return;
-  }
-  for (int64_t p = 0; p < count; p += nr) {
-    int64_t cols = count - p < nr ? count - p : nr;
-    pack_transposed(job->isa, job->dtype, b + (size_t)((n0 + p) * job->ldb + k0) * job->esize,
-                    job->ldb, cols, kc, nr, NULL, s->b_packed + p * kc, s->rows);
+/* Packs the b panel of columns [j0, j0 + cols) of b as [N, K], k in
+ * [k0, k0 + kc), into dst. */
+static void pack_b_panel(const matmul_job *job, const char *b, int64_t k0, int64_t kc, int64_t j0,
+                         int64_t cols, float *dst, float *converted) {
+  pack_transposed(job->isa, job->dtype, b + (size_t)(j0 * job->ldb + k0) * job->esize, job->ldb,
+                  cols, kc, job->isa->nr, NULL, dst, converted);
+}
+
+/* Software prefetch of a block of rows (a K slice of rows of a, or of b as
+ * [N, K]) that is packed next, a few lines at a time while the
+ * micro-kernels run: a slice's rows are short runs at a large stride, which
+ * the hardware prefetcher hardly follows, and packing them from L3 or
+ * memory otherwise waits for every line. */
+typedef struct row_prefetch {
+  const char *row;      /* the row of the next line */
+  size_t stride, bytes; /* between rows; of each row */
+  size_t at;            /* of the next line in its row */
+  int64_t rows;         /* left, counting this one */
+} row_prefetch;
+
+static void prefetch_rows(row_prefetch *p, const char *base, size_t stride, int64_t rows,
+                          size_t bytes) {
+  p->row = base;
+  p->stride = stride;
+  p->bytes = bytes;
+  p->at = 0;
+  p->rows = bytes > 0 ? rows : 0;
+}
+
+/* Lines of the block in all (a row's may start within a line). */
+static int64_t prefetch_lines(const row_prefetch *p) {
+  return p->rows * (int64_t)((p->bytes + 63) / 64 + 1);
+}
+
+/* Asks for the next `count` lines of the block: every 64 bytes of each
+ * row, and its last byte. */
+static inline void prefetch_some(row_prefetch *p, int64_t count) {
+  for (; count > 0 && p->rows > 0; count--) {
+    __builtin_prefetch(p->row + p->at, 0, 3);
+    if (p->at == p->bytes - 1) {
+      p->row += p->stride;
+      p->at = 0;
+      p->rows--;
+    } else {
+      p->at = p->at + 64 < p->bytes ? p->at + 64 : p->bytes - 1;
+    }
   }
 }
 
@@ -306,16 +353,23 @@ static void gemm_tile(const matmul_job *job, const batch_view *view, const float
                       int64_t m0, int64_t m1, int64_t n0, int64_t n1, const gemm_scratch *s) {
   const cpu_gemm_isa *isa = job->isa;
   const int64_t mr = isa->mr, nr = isa->nr;
+  const size_t a_row = (size_t)job->lda * job->esize, b_row = (size_t)job->ldb * job->esize;
   const float *bias = bias_f32(job, n0, n1 - n0, s->bias);
   /* F32 results go straight to out; narrower ones are summed in c_tile. */
   const int direct = job->dtype == GLLMK_F32;
   float *c_base = direct ? (float *)(void *)view->out + m0 * job->ldo + n0 : s->c_tile;
   const int64_t ldc = direct ? job->ldo : job->n_block;
   const cpu_gemm_epilogue plain = {1.0f, 0.0f, 0, NULL};
+  const int64_t panels = (n1 - n0 + nr - 1) / nr;
 
   for (int64_t k0 = 0; k0 < job->k; k0 += GEMM_KC) {
     int64_t kc = job->k - k0 < GEMM_KC ? job->k - k0 : GEMM_KC;
-    pack_b_slice(job, view->b, k0, kc, n0, n1 - n0, s);
+    /* b as [K, N]: its rows are long runs, packed whole up front; b as
+     * [N, K] is packed a panel at a time during the first row group, each
+     * panel's rows asked for while the one before it is multiplied. */
+    if (job->b_kn)
+      pack_b_kn(job->dtype, view->b + (size_t)(k0 * job->ldb + n0) * job->esize, job->ldb,
+                n1 - n0, kc, nr, s->b_packed, s->rows);
     /* The first slice applies beta and bias; later ones add to it. */
     cpu_gemm_epilogue ep = {job->alpha, 1.0f, 1, NULL};
     if (k0 == 0) {
@@ -323,9 +377,11 @@ static void gemm_tile(const matmul_job *job, const batch_view *view, const float
       ep.beta = job->beta;
       ep.bias = direct ? bias : NULL;
     }
-    /* Row groups of gemm_mc rows, packed whole (they stay in L2 next to
-     * the b slice); each b panel (in L1) then meets every MR rows of the
-     * group, so per step only MR floats of a come from L2, not NR of b. */
+    /* Row groups of m_group rows (about a quarter of the L2), packed whole;
+     * each b panel (in L1) then meets every MR rows of the group, so per
+     * step only MR floats of a come from L2, not NR of b. While a group is
+     * multiplied, the rows of a that are packed next (the next group, or
+     * the first of the next slice) are asked for. */
     for (int64_t g0 = m0; g0 < m1; g0 += job->m_group) {
       int64_t g1 = m1 - g0 < job->m_group ? m1 : g0 + job->m_group;
       for (int64_t i0 = g0; i0 < g1; i0 += mr) {
@@ -334,15 +390,43 @@ static void gemm_tile(const matmul_job *job, const batch_view *view, const float
                         job->lda, rows, kc, mr, row_scale ? row_scale + i0 : NULL,
                         s->a_packed + (i0 - g0) * kc, s->rows);
       }
+      row_prefetch next_a = {0};
+      if (g1 < m1) {
+        int64_t rows = m1 - g1 < job->m_group ? m1 - g1 : job->m_group;
+        prefetch_rows(&next_a, view->a + (size_t)(g1 * job->lda + k0) * job->esize, a_row, rows,
+                      (size_t)kc * job->esize);
+      } else if (k0 + kc < job->k) {
+        int64_t rows = m1 - m0 < job->m_group ? m1 - m0 : job->m_group;
+        int64_t next_kc = job->k - k0 - kc < GEMM_KC ? job->k - k0 - kc : GEMM_KC;
+        prefetch_rows(&next_a, view->a + (size_t)(m0 * job->lda + k0 + kc) * job->esize, a_row,
+                      rows, (size_t)next_kc * job->esize);
+      }
+      const int64_t calls = (g1 - g0 + mr - 1) / mr;
+      const int64_t a_share = (prefetch_lines(&next_a) + panels * calls - 1) / (panels * calls);
+      const int first_group = g0 == m0 && !job->b_kn;
+      row_prefetch next_b = {0};
+      if (first_group)
+        prefetch_rows(&next_b, view->b + (size_t)(n0 * job->ldb + k0) * job->esize, b_row,
+                      n1 - n0 < nr ? n1 - n0 : nr, (size_t)kc * job->esize);
       for (int64_t j0 = n0; j0 < n1; j0 += nr) {
         int64_t cols = n1 - j0 < nr ? n1 - j0 : nr;
-        const float *panel = s->b_packed + (j0 - n0) * kc;
+        float *panel = s->b_packed + (j0 - n0) * kc;
+        int64_t b_share = 0;
+        if (first_group) {
+          pack_b_panel(job, view->b, k0, kc, j0, cols, panel, s->rows);
+          int64_t after = n1 - j0 - cols < nr ? n1 - j0 - cols : nr;
+          prefetch_rows(&next_b, view->b + (size_t)((j0 + cols) * job->ldb + k0) * job->esize,
+                        b_row, after, (size_t)kc * job->esize);
+          b_share = (prefetch_lines(&next_b) + calls - 1) / calls;
+        }
         cpu_gemm_epilogue tile_ep = ep;
         if (ep.bias) tile_ep.bias = ep.bias + (j0 - n0);
         for (int64_t i0 = g0; i0 < g1; i0 += mr) {
           int64_t rows = g1 - i0 < mr ? g1 - i0 : mr;
           const float *a_panel = s->a_packed + (i0 - g0) * kc;
           float *c = c_base + (i0 - m0) * ldc + (j0 - n0);
+          prefetch_some(&next_a, a_share);
+          prefetch_some(&next_b, b_share);
           if (rows == mr && cols == nr) {
             isa->micro(kc, a_panel, panel, c, ldc, &tile_ep);
           } else {
@@ -351,12 +435,15 @@ static void gemm_tile(const matmul_job *job, const batch_view *view, const float
           }
         }
       }
+      /* F16/BF16: after the last slice, the group's sums (just written, in
+       * cache) go out. */
+      if (!direct && k0 + kc == job->k) {
+        for (int64_t i = g0; i < g1; i++)
+          finish_row(job, s->c_tile + (i - m0) * job->n_block,
+                     view->out + (size_t)(i * job->ldo + n0) * job->esize, n1 - n0, 1.0f, bias,
+                     s->old);
+      }
     }
-  }
-  if (!direct) {
-    for (int64_t i = m0; i < m1; i++)
-      finish_row(job, s->c_tile + (i - m0) * job->n_block,
-                 view->out + (size_t)(i * job->ldo + n0) * job->esize, n1 - n0, 1.0f, bias, s->old);
   }
 }
 
@@ -374,24 +461,37 @@ static void gemm_task(void *ctx, int64_t task, void *scratch) {
   gemm_tile(job, &view, row_scale, m0, m1, n0, n1, &s);
 }
 
-/* Chooses the task grid: tiles as large as the caches allow, but enough of
- * them to keep every thread busy. */
+/* Chooses the task grid. Every task packs its rows of a and its columns of
+ * b (over all of K) once, so larger tiles pack less: a task of mb x nb
+ * costs about mb * nb + GEMM_PACK_COST * (mb + nb) multiply-adds per step
+ * of K. The threads take tasks in rounds of `threads`; the grid with the
+ * least cost over its rounds wins (the first of equals: the fewest tiles). */
 static void plan_gemm(matmul_job *job, int threads) {
   pthread_once(&gemm_mc_once, find_gemm_mc);
-  job->n_block = cpu_round_up(job->n < GEMM_NC ? job->n : GEMM_NC, job->isa->nr);
-  job->n_tiles = (job->n + job->n_block - 1) / job->n_block;
-  int64_t m_tiles = (job->m + GEMM_MC_MAX - 1) / GEMM_MC_MAX;
-  int64_t wanted = 2 * (int64_t)threads; /* tasks, for balance */
-  int64_t tasks = job->batch_count * job->n_tiles * m_tiles;
-  if (tasks < wanted) {
-    int64_t max_m_tiles = (job->m + job->isa->mr - 1) / job->isa->mr;
-    m_tiles = (wanted + job->batch_count * job->n_tiles - 1) / (job->batch_count * job->n_tiles);
-    if (m_tiles > max_m_tiles) m_tiles = max_m_tiles;
+  const int64_t mr = job->isa->mr, nr = job->isa->nr;
+  const int64_t m_most = (job->m + mr - 1) / mr, n_most = (job->n + nr - 1) / nr;
+  const int64_t mt_min = (job->m + GEMM_MC_MAX - 1) / GEMM_MC_MAX;
+  const int64_t nt_min = (job->n + GEMM_NC_MAX - 1) / GEMM_NC_MAX;
+  double best = 0.0;
+  job->m_block = job->n_block = 0;
+  for (int64_t mt = mt_min; mt <= m_most && mt < mt_min + GEMM_GRID_MAX; mt++) {
+    int64_t mb = cpu_round_up((job->m + mt - 1) / mt, mr);
+    for (int64_t nt = nt_min; nt <= n_most && nt < nt_min + GEMM_GRID_MAX; nt++) {
+      int64_t nb = cpu_round_up((job->n + nt - 1) / nt, nr);
+      int64_t tasks = job->batch_count * ((job->m + mb - 1) / mb) * ((job->n + nb - 1) / nb);
+      int64_t rounds = (tasks + threads - 1) / threads;
+      double cost = (double)rounds * ((double)mb * (double)nb + GEMM_PACK_COST * (double)(mb + nb));
+      if (job->m_block == 0 || cost < best) {
+        best = cost;
+        job->m_block = mb;
+        job->n_block = nb;
+      }
+    }
   }
-  job->m_block = cpu_round_up((job->m + m_tiles - 1) / m_tiles, job->isa->mr);
   job->m_tiles = (job->m + job->m_block - 1) / job->m_block;
-  job->m_group = gemm_mc / job->isa->mr * job->isa->mr;
-  if (job->m_group < job->isa->mr) job->m_group = job->isa->mr;
+  job->n_tiles = (job->n + job->n_block - 1) / job->n_block;
+  job->m_group = gemm_mc / mr * mr;
+  if (job->m_group < mr) job->m_group = mr;
   if (job->m_group > job->m_block) job->m_group = job->m_block;
 }
 
