@@ -663,7 +663,6 @@ typedef struct matmul_problem {
   bool a_norm; /* GLLMK_A_NORM_RMS with eps 1e-5 */
 } matmul_problem;
 
-
 static shape batched(const matmul_problem *p, int64_t rows, int64_t cols) {
   shape s = {0, {0}};
   if (p->batch0) s.d[s.ndim++] = p->batch0;

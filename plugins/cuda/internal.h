@@ -113,9 +113,9 @@ struct gllmk_plugin_device {
   int retired_count;
   /* Counters of the blocks that finished a split tile or row, kept at 0
    * between launches (the last block to arrive resets its counter):
-   * matmul_skinny's split-K tiles, argmax's and sample's split rows. Made
-   * with the context, as are matmul_skinny's partial tiles (sm_80+), so
-   * that recordings can split too. */
+   * matmul_skinny's split-K tiles and argmax's split rows. Made with the
+   * context, as are matmul_skinny's partial tiles (sm_80+), so that
+   * recordings can split too. */
   CUdeviceptr arrivals, skinny_partial;
   int capturing;  /* between record_begin and record_end */
   int planning;   /* cuda_<op>_supports: the op's host code chooses kernels, launches nothing */
