@@ -92,7 +92,20 @@ typedef struct bench_op {
   int (*ref_row)(const workload *w, int tensor, int64_t row, double *expect);
   /* For CHECK_VALIDATE outputs: the fraction of bad elements of `raw`. */
   double (*validate)(const workload *w, int tensor, const void *raw);
+  /* The shape text of case c without building its workload, for --list and
+   * a skipped row; may be NULL (--list then prints m, n, k, and a skipped
+   * row's shape reads "-"): needed only by ops with CASE_DEVICE rows. */
+  void (*describe)(const bench_case *c, char *text, size_t size);
 } bench_op;
+
+/* bench_case.flags */
+enum {
+  CASE_QUICK = 1,  /* part of --quick */
+  /* A device row: too heavy for a cpu (minutes a call on two cores), so the
+   * cpu backend skips it, and other backends check it against the float64
+   * reference on sampled rows rather than by running it on the cpu backend. */
+  CASE_DEVICE = 2,
+};
 
 struct bench_case {
   const char *label;      /* first column; --filter matches "label dtype" */
@@ -100,7 +113,7 @@ struct bench_case {
   gllmk_dtype dtype;      /* the op's float dtype (copy: source) */
   gllmk_dtype dtype2;     /* copy only: destination dtype */
   int64_t m, n, k;        /* sizes, meaning per op (see bench_cases.c) */
-  int quick;              /* part of --quick */
+  int flags;              /* CASE_QUICK, CASE_DEVICE */
 };
 
 /* The matmul tensors, shared with the OpenBLAS peer. */
@@ -114,7 +127,9 @@ extern const bench_op op_copy, op_add, op_mul_add, op_rmsnorm, op_add_rmsnorm, o
     op_softmax, op_silu, op_gelu, op_add_gelu, op_swiglu, op_rope, op_embedding, op_argmax,
     op_sample;
 /* bench_ops_matmul.c */
-extern const bench_op op_matmul, op_attention, op_kv_append, op_paged_attention;
+/* op_attention is causal, op_attention_full the same rows without the mask. */
+extern const bench_op op_matmul, op_attention, op_attention_full, op_kv_append,
+    op_paged_attention;
 
 /* ------------------------------------------------------ bench_data.c */
 
@@ -209,6 +224,7 @@ typedef enum row_status {
   ROW_MISMATCH,
   ROW_UNCHECKED,   /* ran, but there was nothing to check it against */
   ROW_UNSUPPORTED, /* the backend does not implement the op: not a failure */
+  ROW_SKIPPED,     /* not run on this backend (CASE_DEVICE on the cpu): not a failure */
   ROW_ERROR,
 } row_status;
 

@@ -78,8 +78,8 @@ static void open_variant(level *l, const char *dir, const bench_env *best, uint3
 
 /* "12.3 ms  85%c" into text. */
 static void format_cell(const bench_result *r, char *text, size_t size) {
-  if (r->status == ROW_UNSUPPORTED) {
-    snprintf(text, size, "unsupported");
+  if (r->status == ROW_UNSUPPORTED || r->status == ROW_SKIPPED) {
+    snprintf(text, size, "%s", r->status == ROW_SKIPPED ? "skipped" : "unsupported");
     return;
   }
   if (r->status == ROW_ERROR || r->status == ROW_MISMATCH || !isfinite(r->time_s)) {
@@ -146,7 +146,7 @@ int bench_all_levels(bench_env *best, const gllmk_device_info *best_info, uint32
                "(%s): its column repeats that level, it does not measure %s\n",
                levels[l].name, levels[l].name + 4, levels[l].runs, levels[l].name + 4);
     }
-    printf("\n%-18s %-9s %-24s", "op", "dtype", "shape");
+    printf("\n%-18s %-9s %-34s", "op", "dtype", "shape");
     for (int l = 0; l < LEVELS; l++) printf(CELL_FORMAT, levels[l].header);
     printf("  copy GB/s\n");
     fflush(stdout);
@@ -177,7 +177,7 @@ int bench_all_levels(bench_env *best, const gllmk_device_info *best_info, uint32
       }
     }
     if (json) continue;
-    printf("%-18s %-9s %-24.24s", c->label, r[0].dtype, r[0].shape);
+    printf("%-18s %-9s %-34.34s", c->label, r[0].dtype, r[0].shape);
     for (int l = 0; l < LEVELS; l++) {
       char cell[48];
       if (levels[l].usable)
@@ -187,8 +187,10 @@ int bench_all_levels(bench_env *best, const gllmk_device_info *best_info, uint32
       printf(CELL_FORMAT, cell);
     }
     printf("  %9.1f\n", best->copy_gbps);
+    /* A skipped row is skipped alike on every level: its reason once. */
     for (int l = 0; l < LEVELS; l++)
-      if (levels[l].usable && r[l].message[0] && r[l].status != ROW_OK)
+      if (levels[l].usable && r[l].message[0] && r[l].status != ROW_OK &&
+          (r[l].status != ROW_SKIPPED || l == 0))
         printf("    %s: %s\n", levels[l].name, r[l].message);
     fflush(stdout);
   }

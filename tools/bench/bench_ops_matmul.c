@@ -3,10 +3,11 @@
  *
  * Case sizes (bench_case):
  *   matmul           m, n, k: out [M, N] = a [M, K] . b [N, K]^T (Linear weight)
- *   attention        m = sequence length of one causal prefill
+ *   attention        m = sequence length S, n = head dim (0: 128), k = batch (0: 1);
+ *                    op_attention is causal, op_attention_full is not
  *   kv_append        m = minimum tokens (grown to DRAM size)
  *   paged_attention  m = sequences decoding one token each, n = context length
- * Heads and head_dim are Llama-3-8B's (bench.h).
+ * Heads (and head_dim but for attention's n) are Llama-3-8B's (bench.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -64,7 +65,7 @@ static int matmul_ref(const workload *w, int tensor, int64_t row, double *expect
   return a_row && b_row ? 0 : -1;
 }
 
-const bench_op op_matmul = {GLLMK_OP_matmul, matmul_setup, matmul_run, matmul_ref, NULL};
+const bench_op op_matmul = {GLLMK_OP_matmul, matmul_setup, matmul_run, matmul_ref, NULL, NULL};
 
 /* ------------------------------------------------ attention reference */
 
@@ -72,9 +73,9 @@ const bench_op op_matmul = {GLLMK_OP_matmul, matmul_setup, matmul_run, matmul_re
  * is row key_rows[j] of tensors k_index and v_index (rows of head_dim). */
 static int attend(const workload *w, int k_index, int v_index, const double *q,
                   const int64_t *key_rows, int64_t count, double *out) {
-  const int64_t dim = MODEL_HEAD_DIM;
+  const int64_t dim = tensor_cols(&w->tensors[k_index]);
   double scale = 1.0 / sqrt((double)dim), max = -INFINITY, sum = 0;
-  double *scores = malloc((size_t)count * sizeof *scores), row[MODEL_HEAD_DIM];
+  double *scores = malloc((size_t)(count + dim) * sizeof *scores), *row = scores + count;
   if (!scores) return -1;
   for (int64_t j = 0; j < count; j++) {
     wl_row(w, k_index, key_rows[j], row);
@@ -95,54 +96,82 @@ static int attend(const workload *w, int k_index, int v_index, const double *q,
   return 0;
 }
 
-static float attention_scale(void) { return 1.0f / sqrtf((float)MODEL_HEAD_DIM); }
+static float attention_scale(int64_t dim) { return 1.0f / sqrtf((float)dim); }
 
 /* --------------------------------------------------------- attention */
 
 enum { ATT_OUT, ATT_Q, ATT_K, ATT_V };
 
-/* One causal prefill of m tokens: q [1, S, 32, 128], k and v [1, S, 8, 128]. */
+static int64_t attention_dim(const bench_case *c) { return c->n ? c->n : MODEL_HEAD_DIM; }
+static int64_t attention_batch(const bench_case *c) { return c->k ? c->k : 1; }
+static int attention_causal(const bench_case *c) { return c->op == &op_attention; }
+
+/* "B=4 S=4096 H=32/8 D=64 causal"; batch 1 leaves "B=" out, which keeps the
+ * text of the rows that predate batches (before/after runs match on it). */
+static void attention_describe(const bench_case *c, char *text, size_t size) {
+  char batch[32] = "";
+  if (attention_batch(c) > 1)
+    snprintf(batch, sizeof batch, "B=%lld ", (long long)attention_batch(c));
+  snprintf(text, size, "%sS=%lld H=%d/%d D=%lld %s", batch, (long long)c->m, MODEL_HEADS,
+           MODEL_KV_HEADS, (long long)attention_dim(c),
+           attention_causal(c) ? "causal" : "non-causal");
+}
+
+/* A prefill of m tokens in each of B sequences: q [B, S, 32, D], k and v
+ * [B, S, 8, D]. */
 static int attention_setup(workload *w) {
-  int64_t s = w->bcase->m;
-  int64_t q_shape[4] = {1, s, MODEL_HEADS, MODEL_HEAD_DIM};
-  int64_t kv_shape[4] = {1, s, MODEL_KV_HEADS, MODEL_HEAD_DIM};
+  const bench_case *c = w->bcase;
+  int64_t batch = attention_batch(c), s = c->m, dim = attention_dim(c);
+  int64_t q_shape[4] = {batch, s, MODEL_HEADS, dim};
+  int64_t kv_shape[4] = {batch, s, MODEL_KV_HEADS, dim};
   if (wl_output(w, ATT_OUT, 4, q_shape) || wl_input(w, ATT_Q, "q", 4, q_shape, -1, 1) ||
       wl_input(w, ATT_K, "k", 4, kv_shape, -1, 1) || wl_input(w, ATT_V, "v", 4, kv_shape, -1, 1))
     return -1;
-  snprintf(w->shape, sizeof w->shape, "S=%lld H=%d/%d D=%d causal", (long long)s, MODEL_HEADS,
-           MODEL_KV_HEADS, MODEL_HEAD_DIM);
+  attention_describe(c, w->shape, sizeof w->shape);
   w->bytes = wl_default_bytes(w);
-  /* Query i sees keys 0..i: S(S+1)/2 pairs, a QK^T and a PV product each. */
-  w->flops = 4.0 * MODEL_HEADS * MODEL_HEAD_DIM * ((double)s * (double)(s + 1) / 2);
+  /* Query i sees keys 0..i (causal: S(S+1)/2 pairs) or all S keys; a QK^T
+   * and a PV product each. */
+  double pairs = attention_causal(c) ? (double)s * (double)(s + 1) / 2 : (double)s * (double)s;
+  w->flops = 4.0 * (double)batch * MODEL_HEADS * (double)dim * pairs;
   w->ceiling = CEILING_PEER;
   w->sample_rows = 64;
   return 0;
 }
 
 static gllmk_status attention_run(gllmk_context *ctx, const workload *w, const gllmk_tensor *t) {
-  (void)w;
   gllmk_attention_args args = {.out = &t[ATT_OUT], .q = &t[ATT_Q], .k = &t[ATT_K],
                                .v = &t[ATT_V], .kv_lens = NULL, .lse = NULL,
-                               .scale = attention_scale(), .causal = 1};
+                               .scale = attention_scale(attention_dim(w->bcase)),
+                               .causal = attention_causal(w->bcase)};
   return gllmk_attention(ctx, &args);
 }
 
-/* Row = (token s, head h); it sees keys 0..s of kv head h / (32/8). */
+/* Row = (sequence b, token s, head h); it sees keys 0..s (causal) or all
+ * keys of sequence b, of kv head h / (32/8). */
 static int attention_ref(const workload *w, int tensor, int64_t row, double *expect) {
   (void)tensor;
-  int64_t s = row / MODEL_HEADS, kv_head = row % MODEL_HEADS / (MODEL_HEADS / MODEL_KV_HEADS);
-  double q[MODEL_HEAD_DIM];
-  int64_t *key_rows = malloc((size_t)(s + 1) * sizeof *key_rows);
-  if (!key_rows) return -1;
-  for (int64_t j = 0; j <= s; j++) key_rows[j] = j * MODEL_KV_HEADS + kv_head;
-  wl_row(w, ATT_Q, row, q);
-  int rc = attend(w, ATT_K, ATT_V, q, key_rows, s + 1, expect);
+  const bench_tensor *q = &w->tensors[ATT_Q];
+  int64_t len = q->shape[1], token = row / MODEL_HEADS, seq = token / len, s = token % len;
+  int64_t kv_head = row % MODEL_HEADS / (MODEL_HEADS / MODEL_KV_HEADS);
+  int64_t count = attention_causal(w->bcase) ? s + 1 : len;
+  double *q_row = malloc((size_t)q->shape[3] * sizeof *q_row);
+  int64_t *key_rows = malloc((size_t)count * sizeof *key_rows);
+  int rc = -1;
+  if (q_row && key_rows) {
+    for (int64_t j = 0; j < count; j++)
+      key_rows[j] = (seq * len + j) * MODEL_KV_HEADS + kv_head;
+    wl_row(w, ATT_Q, row, q_row);
+    rc = attend(w, ATT_K, ATT_V, q_row, key_rows, count, expect);
+  }
+  free(q_row);
   free(key_rows);
   return rc;
 }
 
 const bench_op op_attention = {GLLMK_OP_attention, attention_setup, attention_run,
-                               attention_ref, NULL};
+                               attention_ref, NULL, attention_describe};
+const bench_op op_attention_full = {GLLMK_OP_attention, attention_setup, attention_run,
+                                    attention_ref, NULL, attention_describe};
 
 /* --------------------------------------------------------- kv_append */
 
@@ -200,7 +229,7 @@ static int kv_append_ref(const workload *w, int tensor, int64_t row, double *exp
 }
 
 const bench_op op_kv_append = {GLLMK_OP_kv_append, kv_append_setup, kv_append_run,
-                               kv_append_ref, NULL};
+                               kv_append_ref, NULL, NULL};
 
 /* --------------------------------------------------- paged_attention */
 
@@ -244,7 +273,7 @@ static gllmk_status paged_attention_run(gllmk_context *ctx, const workload *w,
   gllmk_paged_attention_args args = {
       .out = &t[PA_OUT], .q = &t[PA_Q], .k_cache = &t[PA_K_CACHE], .v_cache = &t[PA_V_CACHE],
       .block_table = &t[PA_TABLE], .q_starts = &t[PA_Q_STARTS], .seq_lens = &t[PA_SEQ_LENS],
-      .scale = attention_scale()};
+      .scale = attention_scale(MODEL_HEAD_DIM)};
   return gllmk_paged_attention(ctx, &args);
 }
 
@@ -269,4 +298,4 @@ static int paged_attention_ref(const workload *w, int tensor, int64_t row, doubl
 }
 
 const bench_op op_paged_attention = {GLLMK_OP_paged_attention, paged_attention_setup,
-                                     paged_attention_run, paged_attention_ref, NULL};
+                                     paged_attention_run, paged_attention_ref, NULL, NULL};

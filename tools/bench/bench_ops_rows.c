@@ -77,7 +77,7 @@ static int copy_ref(const workload *w, int tensor, int64_t row, double *expect) 
   return 0;
 }
 
-const bench_op op_copy = {GLLMK_OP_copy, copy_setup, copy_run, copy_ref, NULL};
+const bench_op op_copy = {GLLMK_OP_copy, copy_setup, copy_run, copy_ref, NULL, NULL};
 
 /* --------------------------------------------------------------- add */
 
@@ -107,7 +107,7 @@ static int add_ref(const workload *w, int tensor, int64_t row, double *expect) {
   return 0;
 }
 
-const bench_op op_add = {GLLMK_OP_add, add_setup, add_run, add_ref, NULL};
+const bench_op op_add = {GLLMK_OP_add, add_setup, add_run, add_ref, NULL, NULL};
 
 /* ----------------------------------------------------------- mul_add */
 
@@ -140,7 +140,7 @@ static int mul_add_ref(const workload *w, int tensor, int64_t row, double *expec
   return b && c ? 0 : -1;
 }
 
-const bench_op op_mul_add = {GLLMK_OP_mul_add, mul_add_setup, mul_add_run, mul_add_ref, NULL};
+const bench_op op_mul_add = {GLLMK_OP_mul_add, mul_add_setup, mul_add_run, mul_add_ref, NULL, NULL};
 
 /* ----------------------------------------------------------- rmsnorm */
 
@@ -180,7 +180,7 @@ static int rmsnorm_ref(const workload *w, int tensor, int64_t row, double *expec
   return 0;
 }
 
-const bench_op op_rmsnorm = {GLLMK_OP_rmsnorm, rmsnorm_setup, rmsnorm_run, rmsnorm_ref, NULL};
+const bench_op op_rmsnorm = {GLLMK_OP_rmsnorm, rmsnorm_setup, rmsnorm_run, rmsnorm_ref, NULL, NULL};
 
 /* ------------------------------------------------------- add_rmsnorm */
 
@@ -224,7 +224,7 @@ static int add_rmsnorm_ref(const workload *w, int tensor, int64_t row, double *e
 }
 
 const bench_op op_add_rmsnorm = {GLLMK_OP_add_rmsnorm, add_rmsnorm_setup, add_rmsnorm_run,
-                                 add_rmsnorm_ref, NULL};
+                                 add_rmsnorm_ref, NULL, NULL};
 
 /* --------------------------------------------------------- layernorm */
 
@@ -266,7 +266,7 @@ static int layernorm_ref(const workload *w, int tensor, int64_t row, double *exp
 }
 
 const bench_op op_layernorm = {GLLMK_OP_layernorm, layernorm_setup, layernorm_run,
-                               layernorm_ref, NULL};
+                               layernorm_ref, NULL, NULL};
 
 /* ----------------------------------------------------------- softmax */
 
@@ -297,7 +297,7 @@ static int softmax_ref(const workload *w, int tensor, int64_t row, double *expec
   return 0;
 }
 
-const bench_op op_softmax = {GLLMK_OP_softmax, softmax_setup, softmax_run, softmax_ref, NULL};
+const bench_op op_softmax = {GLLMK_OP_softmax, softmax_setup, softmax_run, softmax_ref, NULL, NULL};
 
 /* ------------------------------------------------------ silu / gelu */
 
@@ -322,7 +322,7 @@ static int silu_ref(const workload *w, int tensor, int64_t row, double *expect) 
   return 0;
 }
 
-const bench_op op_silu = {GLLMK_OP_silu, activation_setup, silu_run, silu_ref, NULL};
+const bench_op op_silu = {GLLMK_OP_silu, activation_setup, silu_run, silu_ref, NULL, NULL};
 
 /* gelu: the exact (erf) form; add_gelu below uses the tanh form. */
 static gllmk_status gelu_run(gllmk_context *ctx, const workload *w, const gllmk_tensor *t) {
@@ -338,7 +338,7 @@ static int gelu_ref(const workload *w, int tensor, int64_t row, double *expect) 
   return 0;
 }
 
-const bench_op op_gelu = {GLLMK_OP_gelu, activation_setup, gelu_run, gelu_ref, NULL};
+const bench_op op_gelu = {GLLMK_OP_gelu, activation_setup, gelu_run, gelu_ref, NULL, NULL};
 
 static int add_gelu_setup(workload *w) {
   int64_t shape[2];
@@ -367,7 +367,7 @@ static int add_gelu_ref(const workload *w, int tensor, int64_t row, double *expe
 }
 
 const bench_op op_add_gelu = {GLLMK_OP_add_gelu, add_gelu_setup, add_gelu_run, add_gelu_ref,
-                              NULL};
+                              NULL, NULL};
 
 /* ------------------------------------------------------------ swiglu */
 
@@ -398,7 +398,7 @@ static int swiglu_ref(const workload *w, int tensor, int64_t row, double *expect
   return 0;
 }
 
-const bench_op op_swiglu = {GLLMK_OP_swiglu, swiglu_setup, swiglu_run, swiglu_ref, NULL};
+const bench_op op_swiglu = {GLLMK_OP_swiglu, swiglu_setup, swiglu_run, swiglu_ref, NULL, NULL};
 
 /* -------------------------------------------------------------- rope */
 
@@ -440,7 +440,7 @@ static int rope_ref(const workload *w, int tensor, int64_t row, double *expect) 
   return 0;
 }
 
-const bench_op op_rope = {GLLMK_OP_rope, rope_setup, rope_run, rope_ref, NULL};
+const bench_op op_rope = {GLLMK_OP_rope, rope_setup, rope_run, rope_ref, NULL, NULL};
 
 /* --------------------------------------------------------- embedding */
 
@@ -480,7 +480,7 @@ static int embedding_ref(const workload *w, int tensor, int64_t row, double *exp
 }
 
 const bench_op op_embedding = {GLLMK_OP_embedding, embedding_setup, embedding_run,
-                               embedding_ref, NULL};
+                               embedding_ref, NULL, NULL};
 
 /* ---------------------------------------------------- argmax, sample */
 
@@ -525,7 +525,7 @@ static int argmax_ref(const workload *w, int tensor, int64_t row, double *expect
   return 0;
 }
 
-const bench_op op_argmax = {GLLMK_OP_argmax, argmax_setup, argmax_run, argmax_ref, NULL};
+const bench_op op_argmax = {GLLMK_OP_argmax, argmax_setup, argmax_run, argmax_ref, NULL, NULL};
 
 static int sample_setup(workload *w) { return token_setup(w, CHECK_VALIDATE); }
 
@@ -570,4 +570,4 @@ static double sample_validate(const workload *w, int tensor, const void *raw) {
   return (double)bad / (double)rows;
 }
 
-const bench_op op_sample = {GLLMK_OP_sample, sample_setup, sample_run, NULL, sample_validate};
+const bench_op op_sample = {GLLMK_OP_sample, sample_setup, sample_run, NULL, sample_validate, NULL};

@@ -13,6 +13,7 @@ static const char *status_text(row_status status) {
   case ROW_MISMATCH: return "MISMATCH";
   case ROW_UNCHECKED: return "unchecked";
   case ROW_UNSUPPORTED: return "unsupported";
+  case ROW_SKIPPED: return "skipped";
   case ROW_ERROR: return "ERROR";
   }
   return "?";
@@ -73,7 +74,7 @@ static void format_peer(const bench_result *r, char *text, size_t size) {
   }
 }
 
-#define ROW_FORMAT "%-18s %-9s %-28s %10s %7s %14s %14s  %-11s %s"
+#define ROW_FORMAT "%-18s %-9s %-34s %10s %7s %14s %14s  %-11s %s"
 
 void report_table_header(const char *backend, const gllmk_device_info *info, int threads,
                          const bench_env *env) {
@@ -83,9 +84,10 @@ void report_table_header(const char *backend, const gllmk_device_info *info, int
   if (env->is_cpu)
     printf("checks: float64 reference on sampled rows; ");
   else if (env->ref_ctx)
-    printf("checks: against the cpu backend; ");
+    printf("checks: against the cpu backend (device rows: float64 reference); ");
   else
-    printf("checks: none (no cpu backend: %s); ", env->ref_error);
+    printf("checks: device rows only, float64 reference (no cpu backend: %s); ",
+           env->ref_error);
   if (env->blas)
     printf("peer: %s\n", openblas_config(env->blas));
   else if (env->blas_error[0])
@@ -118,9 +120,9 @@ void report_table_row(const bench_result *r) {
 }
 
 void report_table_footer(const int counts[ROW_ERROR + 1]) {
-  printf("\n%d ok, %d MISMATCH, %d unchecked, %d unsupported, %d ERROR\n", counts[ROW_OK],
-         counts[ROW_MISMATCH], counts[ROW_UNCHECKED], counts[ROW_UNSUPPORTED],
-         counts[ROW_ERROR]);
+  printf("\n%d ok, %d MISMATCH, %d unchecked, %d unsupported, %d skipped, %d ERROR\n",
+         counts[ROW_OK], counts[ROW_MISMATCH], counts[ROW_UNCHECKED], counts[ROW_UNSUPPORTED],
+         counts[ROW_SKIPPED], counts[ROW_ERROR]);
 }
 
 /* ---------------------------------------------------------------- JSON */

@@ -173,9 +173,16 @@ static void free_outputs(void **raw) {
   for (int i = 0; i < BENCH_MAX_TENSORS; i++) free(raw[i]);
 }
 
+/* Whether w's float outputs are checked against the float64 reference on
+ * sampled rows: on the cpu backend, and for device rows, which the cpu
+ * backend would take minutes to run as a reference. */
+static int checks_f64(const bench_env *env, const workload *w) {
+  return env->is_cpu || (w->bcase->flags & CASE_DEVICE);
+}
+
 /* Whether checking w needs the reference backend's outputs. */
 static int needs_reference(const bench_env *env, const workload *w) {
-  if (env->is_cpu) return 0;
+  if (checks_f64(env, w)) return 0;
   for (int i = 0; i < w->tensor_count; i++)
     if (w->tensors[i].check == CHECK_FLOAT || w->tensors[i].check == CHECK_EXACT) return 1;
   return 0;
@@ -209,7 +216,7 @@ static int output_error(const bench_env *env, const workload *w, int i, void *co
     *error = w->bcase->op->validate(w, i, raw[i]);
     return 0;
   }
-  if (env->is_cpu) return compare_with_f64(w, i, raw[i], error);
+  if (checks_f64(env, w)) return compare_with_f64(w, i, raw[i], error);
   *error = compare_with_reference(t, raw[i], ref_raw[i]);
   return 0;
 }
@@ -386,11 +393,23 @@ static void measure(bench_env *env, const workload *w, bench_result *r) {
   }
 }
 
+/* A device row on the cpu backend: its shape and why it does not run,
+ * before any host memory is spent on its inputs. */
+static void skip_device_row(const bench_case *c, bench_result *r) {
+  if (c->op->describe)
+    c->op->describe(c, r->shape, sizeof r->shape);
+  else
+    snprintf(r->shape, sizeof r->shape, "-");
+  result_fail(r, ROW_SKIPPED, "device row: too heavy for the cpu backend");
+}
+
 void bench_run_case(bench_env *env, const bench_case *c, uint64_t seed, bench_result *r) {
   workload w = {.bcase = c, .seed = seed};
   result_init(r, c->label);
   case_dtype_text(c, r->dtype, sizeof r->dtype);
-  if (c->op->setup(&w)) {
+  if (env->is_cpu && (c->flags & CASE_DEVICE)) {
+    skip_device_row(c, r);
+  } else if (c->op->setup(&w)) {
     result_fail(r, ROW_ERROR, "out of host memory for the inputs");
   } else {
     if (!w.sample_rows) w.sample_rows = DEFAULT_SAMPLE_ROWS;

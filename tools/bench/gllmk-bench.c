@@ -64,9 +64,11 @@ static void usage(FILE *out) {
           "  --help           show this help\n"
           "\n"
           "Each row's result is checked: against the cpu backend, or on the cpu\n"
-          "backend against a float64 reference on sampled rows. Exit status: 0 if\n"
-          "every row is ok, unchecked or unsupported; 1 on a MISMATCH or an error;\n"
-          "2 on bad usage; 3 if no context could be created.\n");
+          "backend against a float64 reference on sampled rows. Device rows (--list\n"
+          "marks them), too heavy for a cpu, are skipped on the cpu backend and\n"
+          "checked against the float64 reference on the others. Exit status: 0 if\n"
+          "every row is ok, unchecked, unsupported or skipped; 1 on a MISMATCH or an\n"
+          "error; 2 on bad usage; 3 if no context could be created.\n");
 }
 
 /* A non-negative integer that fits in `max`; -1 if the text is not one. */
@@ -135,10 +137,24 @@ static int parse_options(int argc, char **argv, options *o) {
 
 static int case_selected(const options *o, const bench_case *c) {
   char key[96], dtype[24];
-  if (o->quick && !c->quick) return 0;
+  if (o->quick && !(c->flags & CASE_QUICK)) return 0;
   case_dtype_text(c, dtype, sizeof dtype);
   snprintf(key, sizeof key, "%s %s", c->label, dtype);
   return !o->filter || strstr(key, o->filter) != NULL;
+}
+
+/* The op's shape text where it can write one without building the row,
+ * else the case's sizes. */
+static void print_case_shape(const bench_case *c) {
+  if (c->op->describe) {
+    char shape[96];
+    c->op->describe(c, shape, sizeof shape);
+    printf("%s", shape);
+    return;
+  }
+  printf("m=%lld", (long long)c->m);
+  if (c->n) printf(" n=%lld", (long long)c->n);
+  if (c->k) printf(" k=%lld", (long long)c->k);
 }
 
 static void list_cases(const options *o) {
@@ -147,10 +163,10 @@ static void list_cases(const options *o) {
     char dtype[24];
     if (!case_selected(o, c)) continue;
     case_dtype_text(c, dtype, sizeof dtype);
-    printf("%-18s %-9s m=%lld", c->label, dtype, (long long)c->m);
-    if (c->n) printf(" n=%lld", (long long)c->n);
-    if (c->k) printf(" k=%lld", (long long)c->k);
-    printf("%s\n", c->quick ? "  (quick)" : "");
+    printf("%-18s %-9s ", c->label, dtype);
+    print_case_shape(c);
+    printf("%s%s\n", c->flags & CASE_QUICK ? "  (quick)" : "",
+           c->flags & CASE_DEVICE ? "  (device row: skipped on the cpu backend)" : "");
   }
 }
 

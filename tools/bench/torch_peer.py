@@ -31,6 +31,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from bench_shapes import attention_shape
+
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 GLLMK_DTYPE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int32: 3}
 DEV = "cuda"
@@ -142,9 +144,9 @@ def peer_for(row):
         a, b = rand([m, k], dt), rand([n, k], dt)
         return lambda: torch.matmul(a, b.t())
     if name == "attention/prefill":
-        s, hq, hkv, d = ints(shape)[:4]
-        q, k, v = rand([1, hq, s, d], dt), rand([1, hkv, s, d], dt), rand([1, hkv, s, d], dt)
-        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        b, s, hq, hkv, d, causal = attention_shape(shape)
+        q, k, v = rand([b, hq, s, d], dt), rand([b, hkv, s, d], dt), rand([b, hkv, s, d], dt)
+        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
     if name == "paged_attn/decode":
         b, length, hq, hkv, d = ints(shape)[:5]
         q, k, v = rand([b, hq, 1, d], dt), rand([b, hkv, length, d], dt), rand([b, hkv, length, d], dt)
@@ -405,7 +407,7 @@ def print_targets(name, targets, copy_bw, report):
 
 def print_bench(name, rows, copy_bw, report):
     print(f"\n== gllmk-bench --backend cuda vs PyTorch {torch.__version__} on {name}")
-    print(f"{'op':20} {'dtype':9} {'shape':30} {'gllmk':>12} {'torch':>12} {'ratio':>6}  gllmk GB/s, TFLOP/s")
+    print(f"{'op':20} {'dtype':9} {'shape':34} {'gllmk':>12} {'torch':>12} {'ratio':>6}  gllmk GB/s, TFLOP/s")
     for row in rows:
         ours = row.get("time_s")
         peer_fn = peer_for(row) if row.get("status") == "ok" else None
@@ -421,7 +423,7 @@ def print_bench(name, rows, copy_bw, report):
         if row.get("gflop_per_s"):
             extra += f" {row['gflop_per_s'] / 1e3:7.1f} TFLOP/s"
         status = "" if row.get("status") == "ok" else f" [{row.get('status')}: {row.get('message')}]"
-        print(f"{row['name']:20} {row['dtype']:9} {row['shape'][:30]:30} {fmt_time(ours):>12} {fmt_time(peer):>12} "
+        print(f"{row['name']:20} {row['dtype']:9} {row['shape'][:34]:34} {fmt_time(ours):>12} {fmt_time(peer):>12} "
               f"{(f'{ratio:5.2f}' if ratio else '  -  '):>6}  {extra}{status}")
         report["bench"].append(dict(row, torch_time_s=peer, ratio=ratio))
 
