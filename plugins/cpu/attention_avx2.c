@@ -10,8 +10,6 @@
 #include "cpu_avx2.h"
 #include "attention.h"
 
-enum { LANES = 8 }; /* floats per vector, for attention_direct.inc */
-
 /* Small loops over vector registers carry "#pragma GCC unroll": fully
  * unrolled, their arrays of vectors live in registers (-O2 alone leaves them
  * in memory). */
@@ -90,68 +88,86 @@ void cpu_softmax_step_avx2(float *row, int64_t visible, int64_t width, float *ma
 
 /* ---------------------------------------------------- unpacked products */
 
+/* Up to four query rows (a GQA group's heads) share each key and value load:
+ * one conversion of a 16-bit row feeds all of them, instead of one per pair
+ * of rows. Keys go KEYS_OF(rows) at a time in the scores, output columns
+ * COLS_OF(rows) vectors at a time in the sums, so that the accumulators and
+ * loaded rows fit the 16 vector registers. (For attention_direct.inc.) */
+enum { LANES = 8, QUAD = 4 };
+#define KEYS_OF(rows) ((rows) <= 2 ? 4 : 2)
+#define COLS_OF(rows) ((rows) <= 2 ? 4 : 2)
+
 /* Element i of a row stored as dtype. */
 static ALWAYS_INLINE const void *element(int32_t dtype, const void *row, int64_t i) {
   return (const char *)row + i * (dtype == GLLMK_F32 ? 4 : 2);
 }
 
-/* The four sums of a0..a3's lanes, in order. */
+/* The four sums of a0..a3's lanes, in order, each by the same tree. */
 static ALWAYS_INLINE __m128 sum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
   return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
 
-/* Scores of `rows` (1 or 2) query rows against 4 keys, into `s` (row stride lds). */
-static ALWAYS_INLINE void scores_block(int32_t dtype, int rows, int64_t d, const float *q,
-                                       int64_t ldq, const void *const *k, float scale, float *s,
-                                       int64_t lds) {
-  __m256 acc[2][4];
-#pragma GCC unroll 2
-  for (int r = 0; r < rows; r++)
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) acc[r][j] = _mm256_setzero_ps();
+/* Scores of `rows` (1..4) query rows against `keys` (KEYS_OF(rows)) keys
+ * k[0..keys), into s (row stride lds), the first `valid` keys stored. Each
+ * score sums its lanes 8 elements at a time in order, then by sum4x8's
+ * tree, whatever rows and keys are. */
+static ALWAYS_INLINE void scores_tile(int32_t dtype, int rows, int keys, int64_t d,
+                                      const float *q, int64_t ldq, const void *const *k,
+                                      float scale, float *s, int64_t lds, int64_t valid) {
+  __m256 acc[QUAD * 4]; /* [r * keys + j] */
+#pragma GCC unroll 16
+  for (int t = 0; t < rows * keys; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < d; i += 8) {
     __m256 kv[4];
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) kv[j] = cpu_avx2_load8_f32(dtype, element(dtype, k[j], i));
-#pragma GCC unroll 2
+    for (int j = 0; j < keys; j++) kv[j] = cpu_avx2_load8_f32(dtype, element(dtype, k[j], i));
+#pragma GCC unroll 4
     for (int r = 0; r < rows; r++) {
       __m256 qv = _mm256_loadu_ps(q + r * ldq + i);
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; j++) acc[r][j] = _mm256_fmadd_ps(qv, kv[j], acc[r][j]);
+      for (int j = 0; j < keys; j++)
+        acc[r * keys + j] = _mm256_fmadd_ps(qv, kv[j], acc[r * keys + j]);
     }
   }
-#pragma GCC unroll 2
+  float out[QUAD * 4];
+  const __m128 factor = _mm_set1_ps(scale);
+#pragma GCC unroll 4
+  for (int t = 0; t < rows * keys; t += 4) { /* 6 sums (3 rows x 2 keys): the last two twice */
+    int t2 = t + 2 < rows * keys ? t + 2 : t, t3 = t + 3 < rows * keys ? t + 3 : t + 1;
+    _mm_storeu_ps(out + t, _mm_mul_ps(factor, sum4x8(acc[t], acc[t + 1], acc[t2], acc[t3])));
+  }
   for (int r = 0; r < rows; r++)
-    _mm_storeu_ps(s + r * lds, _mm_mul_ps(_mm_set1_ps(scale),
-                                          sum4x8(acc[r][0], acc[r][1], acc[r][2], acc[r][3])));
+    for (int64_t j = 0; j < valid; j++) s[r * lds + j] = out[r * keys + j];
 }
 
-/* o rows r0, r0+1 (`rows` of them, 1 or 2), elements [i, i + 8 * VECS): += P V. */
-static ALWAYS_INLINE void accumulate_block(int32_t dtype, int rows, int vecs, int64_t keys,
-                                           int64_t i, const float *p, int64_t ldp,
-                                           const void *const *v_rows, float *o, int64_t ldo) {
-  __m256 acc[2][4];
-#pragma GCC unroll 2
+/* o rows (`rows` of them, 1..4), elements [i, i + 8 * cols): += P V over
+ * `keys` keys, each sum in key order. */
+static ALWAYS_INLINE void accumulate_tile(int32_t dtype, int rows, int cols, int64_t keys,
+                                          int64_t i, const float *p, int64_t ldp,
+                                          const void *const *v_rows, float *o, int64_t ldo) {
+  __m256 acc[QUAD * 4]; /* [r * cols + c] */
+#pragma GCC unroll 4
   for (int r = 0; r < rows; r++)
 #pragma GCC unroll 4
-    for (int c = 0; c < vecs; c++) acc[r][c] = _mm256_loadu_ps(o + r * ldo + i + 8 * c);
+    for (int c = 0; c < cols; c++) acc[r * cols + c] = _mm256_loadu_ps(o + r * ldo + i + 8 * c);
   for (int64_t j = 0; j < keys; j++) {
     __m256 v[4];
 #pragma GCC unroll 4
-    for (int c = 0; c < vecs; c++)
+    for (int c = 0; c < cols; c++)
       v[c] = cpu_avx2_load8_f32(dtype, element(dtype, v_rows[j], i + 8 * c));
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int r = 0; r < rows; r++) {
       __m256 pj = _mm256_broadcast_ss(p + r * ldp + j);
 #pragma GCC unroll 4
-      for (int c = 0; c < vecs; c++) acc[r][c] = _mm256_fmadd_ps(pj, v[c], acc[r][c]);
+      for (int c = 0; c < cols; c++)
+        acc[r * cols + c] = _mm256_fmadd_ps(pj, v[c], acc[r * cols + c]);
     }
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int r = 0; r < rows; r++)
 #pragma GCC unroll 4
-    for (int c = 0; c < vecs; c++) _mm256_storeu_ps(o + r * ldo + i + 8 * c, acc[r][c]);
+    for (int c = 0; c < cols; c++) _mm256_storeu_ps(o + r * ldo + i + 8 * c, acc[r * cols + c]);
 }
 
 #include "attention_direct.inc"

@@ -11,7 +11,11 @@
 #include "attention.h"
 #include "cpu_neon.h"
 
-enum { LANES = 4 }; /* floats per vector, for attention_direct.inc */
+/* For attention_direct.inc: two query rows share each key and value load,
+ * 4 keys or 8 vectors of columns at a time (32 registers hold those). */
+enum { LANES = 4, QUAD = 2 };
+#define KEYS_OF(rows) 4
+#define COLS_OF(rows) 8
 
 /* Small loops over vector registers carry "#pragma GCC unroll": fully
  * unrolled, their arrays of vectors live in registers. */
@@ -88,10 +92,12 @@ static ALWAYS_INLINE float32x4_t sum4x4(float32x4_t a0, float32x4_t a1, float32x
   return vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));
 }
 
-/* Scores of `rows` (1 or 2) query rows against 4 keys, into `s` (row stride lds). */
-static ALWAYS_INLINE void scores_block(int32_t dtype, int rows, int64_t d, const float *q,
-                                       int64_t ldq, const void *const *k, float scale, float *s,
-                                       int64_t lds) {
+/* Scores of `rows` (1 or 2) query rows against `keys` (4) keys, the first
+ * `valid` into `s` (row stride lds). */
+static ALWAYS_INLINE void scores_tile(int32_t dtype, int rows, int keys, int64_t d,
+                                      const float *q, int64_t ldq, const void *const *k,
+                                      float scale, float *s, int64_t lds, int64_t valid) {
+  (void)keys;
   float32x4_t acc[2][4];
 #pragma GCC unroll 2
   for (int r = 0; r < rows; r++)
@@ -108,15 +114,18 @@ static ALWAYS_INLINE void scores_block(int32_t dtype, int rows, int64_t d, const
       for (int j = 0; j < 4; j++) acc[r][j] = vfmaq_f32(acc[r][j], qv, kv[j]);
     }
   }
+  float out[2][4];
 #pragma GCC unroll 2
   for (int r = 0; r < rows; r++)
-    vst1q_f32(s + r * lds, vmulq_n_f32(sum4x4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), scale));
+    vst1q_f32(out[r], vmulq_n_f32(sum4x4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]), scale));
+  for (int r = 0; r < rows; r++)
+    for (int64_t j = 0; j < valid; j++) s[r * lds + j] = out[r][j];
 }
 
 /* o rows r0, r0+1 (`rows` of them, 1 or 2), elements [i, i + 4 * vecs): += P V. */
-static ALWAYS_INLINE void accumulate_block(int32_t dtype, int rows, int vecs, int64_t keys,
-                                           int64_t i, const float *p, int64_t ldp,
-                                           const void *const *v_rows, float *o, int64_t ldo) {
+static ALWAYS_INLINE void accumulate_tile(int32_t dtype, int rows, int vecs, int64_t keys,
+                                          int64_t i, const float *p, int64_t ldp,
+                                          const void *const *v_rows, float *o, int64_t ldo) {
   float32x4_t acc[2][8];
 #pragma GCC unroll 2
   for (int r = 0; r < rows; r++)
