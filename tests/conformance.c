@@ -733,6 +733,13 @@ static void conf_matmul(void) {
       {0, 0, 16, 64, 520, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
       {0, 0, 33, 130, quick ? 1000 : 3000, GLLMK_B_NK, false, 0.5f, 0.75f, true, false},
       {0, 0, 64, 520, quick ? 2048 : 4096, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
+      /* cuda's matmul_simt (f32 and 16-bit operands it cannot put on tensor
+       * cores) with enough 128 x 128 tiles to take them over 64 x 64 ones:
+       * M and N cut inside a tile, K a multiple of 4 but not 8 (its vector
+       * loads, the last k step half empty), then K odd (its scalar loads). */
+      {0, 0, 1100, 4100, 36, GLLMK_B_NK, false, 1.0f, 0.0f, true, false},
+      {0, 0, 1100, 4100, 37, GLLMK_B_KN, false, 0.5f, 0.75f, false, false},
+      {3, 0, 700, 2100, 20, GLLMK_B_KN, true, 1.0f, 0.0f, true, false},
       /* The cpu GEMM's blocking: tiles along M and N, several row groups of a
        * (about 128 rows each), micro-tiles cut at the edges, a last K slice
        * (256 deep) cut short. */
@@ -740,6 +747,16 @@ static void conf_matmul(void) {
        false},
       {0, 0, 259, quick ? 300 : 600, quick ? 300 : 520, GLLMK_B_KN, false, 1.0f, 0.0f, false,
        false},
+      /* cuda's wgmma GEMM (Hopper; M >= 64, b as [N, K]), whose tile width
+       * follows the shape: on 132 multiprocessors 128-column tiles (two and
+       * three row tiles, K ending inside a 64-deep step, two batches with
+       * their own b), then 256-column tiles in two waves (batches with their
+       * own b) and in one full wave. */
+      {0, 0, 200, 4000, 64, GLLMK_B_NK, false, 1.0f, 0.0f, true, false},
+      {0, 0, 300, 1000, 1000, GLLMK_B_NK, false, 0.5f, 0.75f, true, false},
+      {2, 0, 130, 520, 600, GLLMK_B_NK, true, 1.0f, 0.0f, false, false},
+      {2, 0, 1050, 2100, 40, GLLMK_B_NK, true, 0.5f, 0.75f, true, false},
+      {0, 0, 1536, 2816, 16, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
       /* a_norm (cuda: one row with b as [N, K] only; the rest skipped there):
        * the generator's decode projections (beta 1 adds into the residual),
        * K not a multiple of 8, batches of single rows, b as [K, N], GEMV and

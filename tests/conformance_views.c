@@ -652,6 +652,13 @@ static void views_matmul(void) {
       {"few rows, fused weight slices", 0, 24, 200, 1024, GLLMK_B_NK, false, 1.0f, 0.0f, true,
        cols_layout(2, 64, 0), (layout){.pad = {[0] = 200}, .start = {[0] = 100}},
        cols_layout(2, 24, 8), shifted(8), false, false},
+      /* cuda's matmul_simt at its 128 x 128 tiles: rows 4 elements apart (not
+       * 8) and aligned to 4, which its vector loads take; then a one element
+       * in, which its scalar loads take. */
+      {"simt tiles, rows 4 apart", 0, 1100, 4100, 36, GLLMK_B_NK, false, 1.0f, 0.0f, true,
+       cols_layout(2, 4, 0), cols_layout(2, 4, 4), cols_layout(2, 3, 1), D, false, false},
+      {"simt tiles, a one element in", 0, 1100, 4100, 36, GLLMK_B_KN, false, 0.5f, 0.75f, false,
+       cols_layout(2, 3, 1), cols_layout(2, 4, 0), D, D, false, false},
       /* One a for every batch (batch stride 0). */
       {"a repeated over the batch", 3, 20, 24, 16, GLLMK_B_NK, true, 1.0f, 0.0f, true, D, D,
        D, D, true, false},

@@ -16,9 +16,13 @@
 
 /* Kernels are picked as CK_<kernel>_f32 + variant(dtype), and
  * CK_matmul_mma_f16_nk + (dtype == GLLMK_BF16) + 2 * b_kn. */
-_Static_assert(CUDA_DTYPE_VARIANTS(gemv_nk) && CUDA_DTYPE_VARIANTS(gemv_kn) && CUDA_DTYPE_VARIANTS(matmul_simt),
+_Static_assert(CUDA_DTYPE_VARIANTS(gemv_nk) && CUDA_DTYPE_VARIANTS(gemv_kn) && CUDA_DTYPE_VARIANTS(matmul_simt) &&
+                   CUDA_DTYPE_VARIANTS(matmul_simt64),
                "kernels.def: f32, f16, bf16 variants in gllmk_dtype order");
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_mma, nk, kn), "kernels.def: matmul_mma_{f16,bf16}_{nk,kn} order");
+_Static_assert(CK_matmul_wgmma_bf16_n128 == CK_matmul_wgmma_f16_n128 + 1 &&
+                   CK_matmul_wgmma_bf16_n256 == CK_matmul_wgmma_f16_n256 + 1,
+               "kernels.def: matmul_wgmma_{f16,bf16}_n{128,256} pairs");
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_skinny, m1, m2) && CUDA_F16_BF16_PAIRS(matmul_skinny, m2, m4),
                "kernels.def: matmul_skinny_{f16,bf16}_m{1,2,4} order");
 
@@ -72,6 +76,16 @@ static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_pa
                      (uint32_t)sp.splits, 1, GK_MATMUL_SKINNY_THREADS, 0, &sp);
 }
 
+/* Whether a tensor's address and the `count` element strides are
+ * multiples of four elements. */
+static int strides_aligned4(const gllmk_tensor *t, const int64_t *strides, int count) {
+  const int64_t bytes = 4 * (int64_t)elem_size(t);
+  if (cuda_tensor_address(t) % (uint64_t)bytes != 0) return 0;
+  for (int i = 0; i < count; i++)
+    if (strides[i] % 4 != 0) return 0;
+  return 1;
+}
+
 /* The call as kernel parameters: operands, sizes and strides, batches
  * folded into rows where they can be. */
 static void describe_matmul(const gllmk_matmul_args *args, cuda_matmul_params *out_params) {
@@ -122,9 +136,25 @@ static void describe_matmul(const gllmk_matmul_args *args, cuda_matmul_params *o
   const int64_t inner = p.b_kn ? p.n : p.k; /* b's contiguous extent */
   p.vec = inner % 8 == 0 && p.k % 8 == 0 && strides_aligned16(a, (const int64_t[]){p.lda, p.a_batch_stride}, 2) &&
           strides_aligned16(b, (const int64_t[]){p.ldb, p.b_batch_stride}, 2);
+  p.vec4 = inner % 4 == 0 && p.k % 4 == 0 && strides_aligned4(a, (const int64_t[]){p.lda, p.a_batch_stride}, 2) &&
+           strides_aligned4(b, (const int64_t[]){p.ldb, p.b_batch_stride}, 2);
   p.a_rms = args->a_norm == GLLMK_A_NORM_RMS;
   p.a_rms_eps = args->a_norm_eps;
   *out_params = p;
+}
+
+/* matmul_simt: tiles in x, batches in y (its blocks loop over what a grid
+ * this size leaves over). 128 x 128 tiles where they give every
+ * multiprocessor two blocks, else 64 x 64 ones. */
+static gllmk_status launch_simt(gllmk_plugin_device *dev, cuda_matmul_params *p, int variant) {
+  const int64_t tiles = ceil_div(p->m, GK_MATMUL_SIMT_TILE) * ceil_div(p->n, GK_MATMUL_SIMT_TILE);
+  const uint32_t batches = clamp_u32(p->batch, MAX_GRID_YZ);
+  if (tiles * batches >= 2 * (int64_t)dev->multiprocessors)
+    return cuda_launch(dev, CK_matmul_simt_f32 + variant, clamp_u32(tiles, MAX_GRID_X), batches, 1,
+                       GK_MATMUL_SIMT_THREADS, 0, p);
+  const int64_t small = ceil_div(p->m, GK_MATMUL_SIMT64_TILE) * ceil_div(p->n, GK_MATMUL_SIMT64_TILE);
+  return cuda_launch(dev, CK_matmul_simt64_f32 + variant, clamp_u32(small, MAX_GRID_X), batches, 1,
+                     GK_MATMUL_SIMT64_THREADS, 0, p);
 }
 
 static int runs_gemv(const cuda_matmul_params *p) { return p->m == 1 && p->batch <= MAX_GRID_YZ; }
@@ -135,6 +165,19 @@ static int runs_gemv_nk(const cuda_matmul_params *p) { return runs_gemv(p) && !p
 static gllmk_status refuse_a_norm(void) {
   return cuda_host->fail(GLLMK_ERR_UNSUPPORTED,
                          "gllmk_matmul: the cuda backend applies a_norm to one row of a (M = 1) with b as [N, K] only");
+}
+
+/* The wgmma kernel's tile width for a problem: 128 columns where their
+ * waves over the multiprocessors take less time than those of 256-column
+ * tiles (o and down at prefill batches of 512: 64 wide tiles leave half the
+ * multiprocessors idle), else 256. On an H200 a 128-column tile took 0.75x
+ * as long as a 256-column one (measured at M = 4096: 1.5x the time per
+ * column, docs/performance.md). */
+static int wgmma_tile_n(const gllmk_plugin_device *dev, const cuda_matmul_params *p) {
+  const int64_t rows = ceil_div(p->m, GK_MATMUL_WGMMA_BM) * p->batch;
+  const int64_t waves_256 = ceil_div(rows * ceil_div(p->n, 256), dev->multiprocessors);
+  const int64_t waves_128 = ceil_div(rows * ceil_div(p->n, 128), dev->multiprocessors);
+  return 3 * waves_128 < 4 * waves_256 ? 128 : 256;
 }
 
 static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
@@ -155,14 +198,16 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
     return launch_skinny(dev, &p, dtype);
   if (dtype != GLLMK_F32 && dev->wgmma && !p.b_kn && p.vec && p.m >= 64 && p.batch <= MAX_GRID_YZ &&
       p.lda > 0 && p.ldb > 0 && p.a_batch_stride > 0) {
+    const int bn = wgmma_tile_n(dev, &p);
     cuda_matmul_tma_params tp;
     if (describe_for_tma(&tp.a_map, dtype, p.a, p.k, p.m, p.batch, p.lda, p.a_batch_stride, GK_MATMUL_WGMMA_BM) &&
         describe_for_tma(&tp.b_map, dtype, p.b, p.k, p.n, p.b_batch_stride ? p.batch : 1, p.ldb,
-                         p.b_batch_stride ? p.b_batch_stride : p.n * p.ldb, GK_MATMUL_WGMMA_BN)) {
+                         p.b_batch_stride ? p.b_batch_stride : p.n * p.ldb, (uint32_t)bn)) {
       tp.p = p;
-      const int64_t tiles = ceil_div(p.m, GK_MATMUL_WGMMA_BM) * ceil_div(p.n, GK_MATMUL_WGMMA_BN);
-      return cuda_launch(dev, dtype == GLLMK_BF16 ? CK_matmul_wgmma_bf16 : CK_matmul_wgmma_f16, (uint32_t)tiles,
-                         (uint32_t)p.batch, 1, GK_MATMUL_WGMMA_THREADS, GK_MATMUL_WGMMA_SMEM, &tp);
+      const int64_t tiles = ceil_div(p.m, GK_MATMUL_WGMMA_BM) * ceil_div(p.n, bn);
+      const int kernel = (bn == 256 ? CK_matmul_wgmma_f16_n256 : CK_matmul_wgmma_f16_n128) + (dtype == GLLMK_BF16);
+      return cuda_launch(dev, kernel, (uint32_t)tiles, (uint32_t)p.batch, 1, GK_MATMUL_WGMMA_THREADS,
+                         GK_MATMUL_WGMMA_SMEM(bn), &tp);
     }
   }
   const int64_t tiles = ceil_div(p.m, GK_MATMUL_MMA_BM) * ceil_div(p.n, GK_MATMUL_MMA_BN);
@@ -171,8 +216,7 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
     return cuda_launch(dev, kernel, (uint32_t)tiles, (uint32_t)p.batch, 1, GK_MATMUL_MMA_THREADS, GK_MATMUL_MMA_SMEM,
                        &p);
   }
-  return cuda_launch(dev, CK_matmul_simt_f32 + v, clamp_u32(ceil_div(p.n, 128), MAX_GRID_X),
-                     clamp_u32(ceil_div(p.m, 128), MAX_GRID_YZ), clamp_u32(p.batch, MAX_GRID_YZ), 256, 0, &p);
+  return launch_simt(dev, &p, v);
 }
 
 CUDA_OP_ENTRY(matmul)

@@ -107,7 +107,7 @@ typedef struct cuda_matmul_params {
   int32_t vec; /* K (NK) or N (KN) % 8 == 0 and rows 16-byte aligned */
   int32_t a_rms; /* a_norm: a's row divided by its RMS (gemv_nk only) */
   float a_rms_eps;
-  int32_t pad_;
+  int32_t vec4; /* K (and N for [K, N]) % 4 == 0, a and b rows 4-element aligned */
 } cuda_matmul_params;
 
 /* matmul_skinny: a matmul of few rows (M <= 64, decode batches) split over
@@ -137,7 +137,7 @@ typedef struct cuda_tensor_map {
 } cuda_tensor_map;
 
 /* matmul_wgmma: a and b described as 3-D tensors (K, rows, batch) of
- * 128 x 64 and 256 x 64 boxes with the 128-byte swizzle. */
+ * 128 x 64 and bn x 64 boxes with the 128-byte swizzle. */
 typedef struct cuda_matmul_tma_params {
   cuda_tensor_map a_map, b_map;
   cuda_matmul_params p;
@@ -212,11 +212,16 @@ typedef struct cuda_sample_params {
 #define GK_MATMUL_MMA_THREADS 256
 #define GK_MATMUL_MMA_SMEM (4 * (128 * 32 + 128 * 32) * 2)
 #define GK_MATMUL_WGMMA_BM 128
-#define GK_MATMUL_WGMMA_BN 256
-#define GK_MATMUL_WGMMA_STAGES 4
 #define GK_MATMUL_WGMMA_THREADS 384 /* a loader and two multiplying warpgroups */
 #define GK_MATMUL_WGMMA_BK 64
-#define GK_MATMUL_WGMMA_SMEM (GK_MATMUL_WGMMA_STAGES * ((128 + 256) * 64 * 2 + 16) + 1024)
+/* Tiles 128 x bn (bn = 128, 256): as many stages of a and b as fit in
+ * 200 KiB (6, 4), each with its two barriers, plus 1 KiB to align. */
+#define GK_MATMUL_WGMMA_STAGES(bn) ((200 * 1024) / ((128 + (bn)) * 64 * 2))
+#define GK_MATMUL_WGMMA_SMEM(bn) (GK_MATMUL_WGMMA_STAGES(bn) * ((128 + (bn)) * 64 * 2 + 16) + 1024)
+#define GK_MATMUL_SIMT_TILE 128     /* matmul_simt: square tiles */
+#define GK_MATMUL_SIMT_THREADS 256
+#define GK_MATMUL_SIMT64_TILE 64    /* matmul_simt64 */
+#define GK_MATMUL_SIMT64_THREADS 64
 #define GK_MATMUL_SKINNY_BN 128     /* columns per block */
 #define GK_MATMUL_SKINNY_THREADS 256 /* eight warps of 16 columns */
 #define GK_MATMUL_SKINNY_KSTEP 128   /* K per pass of the main loop */

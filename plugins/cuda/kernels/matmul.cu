@@ -10,8 +10,9 @@
  *  - matmul_mma: f16/bf16 on tensor cores (sm_80+), cp.async multi-stage
  *    pipeline, ldmatrix from swizzled shared memory; needs 16-byte aligned
  *    rows (K % 8 == 0 for [N, K], N % 8 == 0 for [K, N]).
- *  - matmul_simt: exact f32 arithmetic on CUDA cores for f32 (TF32 would
- *    miss the f32 tolerance), for sm_75 and for unaligned operands.
+ *  - matmul_simt, matmul_simt64: exact f32 arithmetic on CUDA cores for f32
+ *    (TF32 would miss the f32 tolerance), for sm_75 and for unaligned
+ *    operands; 128 x 128 tiles, or 64 x 64 where those are too few.
  */
 #include "mma.cuh"
 #include "wgmma.cuh"
@@ -158,80 +159,215 @@ GK_FLOAT_KERNELS(gemv_kn, gemv_kn_impl, cuda_matmul_params, __launch_bounds__(25
 
 /* ------------------------------------------------------------ SIMT GEMM */
 
-#define SIMT_BM 128
-#define SIMT_BN 128
+/* Tile number `bid`'s (m, n): groups of 8 tile-rows walk the n tiles
+ * together, so the b panels they share stay in L2. */
+__device__ __forceinline__ void tile_of(int64_t bid, int64_t tiles_m, int64_t tiles_n, int64_t *tm, int64_t *tn) {
+  const int64_t group = 8 * tiles_n;
+  const int64_t first_m = (bid / group) * 8;
+  const int64_t rows = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
+  *tm = first_m + (bid % group) % rows;
+  *tn = (bid % group) / rows;
+}
+
 #define SIMT_BK 8
 
-/* 128 x 128 tile per block of 256 threads, 8 x 8 outputs per thread (two
- * 4 x 4 quadrants 64 apart, so shared-memory reads are float4 and spread). */
-template <class T> __device__ void matmul_simt_impl(const cuda_matmul_params &p) {
-  __shared__ __align__(16) float as[SIMT_BK][SIMT_BM + 4];
-  __shared__ __align__(16) float bs[SIMT_BK][SIMT_BN + 4];
-  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-  const int64_t m0 = (int64_t)blockIdx.y * SIMT_BM, n0 = (int64_t)blockIdx.x * SIMT_BN;
-  for (int64_t z = blockIdx.z; z < p.batch; z += gridDim.z) {
-    const T *a = ptr_at<const T>(p.a, z * p.a_batch_stride);
-    const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride);
-    float acc[8][8];
+/* BM x BN tiles of 8 x 8 outputs per thread. One k step of a and b in
+ * shared memory, k-major (a[k][m], b[k][n]); rows 16 bytes longer than the
+ * tile: see store_stage. */
+template <int BM, int BN> struct simt_tile {
+  static constexpr int threads = BM * BN / 64;
+  /* four-element groups each thread loads per k step: BM (BN) rows x 2 */
+  static constexpr int a_quads = 2 * BM / threads, b_quads = 2 * BN / threads;
+  struct stage {
+    float a[SIMT_BK][BM + 4];
+    float b[SIMT_BK][BN + 4];
+  };
+  static_assert(BM % 32 == 0 && BN % 64 == 0, "warps of 4 x 8 threads, 8 x 8 outputs each");
+  static_assert(a_quads >= 1 && b_quads >= 1 && threads % 32 == 0, "every thread loads a and b");
+};
+
+/* Four consecutive elements at p of which the first `valid` exist, zeros
+ * for the rest. V4: groups of four are aligned and lie wholly inside or
+ * outside the matrix, so one vector load. */
+template <bool V4, class T> __device__ __forceinline__ void load_quad(const T *p, int64_t valid, float v[4]) {
+  if (V4) {
+    if (valid > 0) {
+      load4(p, v);
+    } else {
 #pragma unroll
-    for (int i = 0; i < 8; i++)
-#pragma unroll
-      for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
-    for (int64_t k0 = 0; k0 < p.k; k0 += SIMT_BK) {
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const int e = tid + 256 * i, r = e >> 3, kk = e & 7;
-        const int64_t m = m0 + r, k = k0 + kk;
-        as[kk][r] = m < p.m && k < p.k ? load1(a + m * p.lda + k) : 0.0f;
-      }
-      if (p.b_kn) {
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-          const int e = tid + 256 * i, kk = e >> 7, c = e & 127;
-          const int64_t n = n0 + c, k = k0 + kk;
-          bs[kk][c] = n < p.n && k < p.k ? load1(b + k * p.ldb + n) : 0.0f;
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-          const int e = tid + 256 * i, r = e >> 3, kk = e & 7;
-          const int64_t n = n0 + r, k = k0 + kk;
-          bs[kk][r] = n < p.n && k < p.k ? load1(b + n * p.ldb + k) : 0.0f;
-        }
-      }
-      __syncthreads();
-#pragma unroll
-      for (int kk = 0; kk < SIMT_BK; kk++) {
-        float av[8], bv[8];
-        *reinterpret_cast<float4 *>(av) = *reinterpret_cast<const float4 *>(&as[kk][ty * 4]);
-        *reinterpret_cast<float4 *>(av + 4) = *reinterpret_cast<const float4 *>(&as[kk][64 + ty * 4]);
-        *reinterpret_cast<float4 *>(bv) = *reinterpret_cast<const float4 *>(&bs[kk][tx * 4]);
-        *reinterpret_cast<float4 *>(bv + 4) = *reinterpret_cast<const float4 *>(&bs[kk][64 + tx * 4]);
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-#pragma unroll
-          for (int j = 0; j < 8; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-      }
-      __syncthreads();
+      for (int j = 0; j < 4; j++) v[j] = 0.0f;
     }
-    T *out = ptr_at<T>(p.out, z * p.out_batch_stride);
-    const T *bias = bias_of<T>(p);
+  } else {
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-      const int64_t m = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
-      if (m >= p.m) continue;
-#pragma unroll
-      for (int j = 0; j < 8; j++) {
-        const int64_t n = n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
-        if (n >= p.n) continue;
-        T *o = out + m * p.ldo + n;
-        store1(o, epilogue(p, o, bias, n, acc[i][j]));
-      }
-    }
+    for (int j = 0; j < 4; j++) v[j] = j < valid ? load1(p + j) : 0.0f;
   }
 }
 
-GK_FLOAT_KERNELS(matmul_simt, matmul_simt_impl, cuda_matmul_params, __launch_bounds__(256))
+/* Outputs n .. n + 3 of one row (o points at n) through the epilogue: one
+ * 16-byte store where all four exist and o is aligned for it. */
+__device__ __forceinline__ void store_quad(const cuda_matmul_params &p, float *o, const float *bias, int64_t n,
+                                           const float v[4]) {
+  if (n + 3 < p.n && ((uintptr_t)o & 15) == 0) {
+    *reinterpret_cast<float4 *>(o) = make_float4(epilogue(p, o, bias, n, v[0]), epilogue(p, o + 1, bias, n + 1, v[1]),
+                                                 epilogue(p, o + 2, bias, n + 2, v[2]),
+                                                 epilogue(p, o + 3, bias, n + 3, v[3]));
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      if (n + j < p.n) store1(o + j, epilogue(p, o + j, bias, n + j, v[j]));
+  }
+}
+template <class T>
+__device__ __forceinline__ void store_quad(const cuda_matmul_params &p, T *o, const T *bias, int64_t n,
+                                           const float v[4]) {
+  store_pair(p, o, bias, n, v[0], v[1]);
+  store_pair(p, o + 2, bias, n + 2, v[2], v[3]);
+}
+
+/* Exact f32 GEMM on CUDA cores. A thread's outputs are rows 4 ty .. 4 ty + 3
+ * and the same BM / 2 further, columns likewise from 4 tx and BN / 2, so
+ * that every fragment read from shared memory is a 16-byte vector; a warp
+ * is 4 x 8 threads (ty, tx), whose reads of a and of b per k touch 64 and
+ * 128 contiguous bytes. Stages are double-buffered: the next k step comes
+ * from global memory into registers while this step's products run, then
+ * goes to the other stage, one barrier per step. Each thread loads groups
+ * of four elements along K of a's rows (group q: row q / 2, k 0-3 or 4-7 of
+ * the step), of b's the same for [N, K], or four columns of a row of b for
+ * [K, N]. Rows of a tile past M (columns past N) load the last row (column)
+ * instead: their products only reach outputs that are never stored. */
+template <class T, bool V4, int BM, int BN>
+__device__ void matmul_simt_tiles(const cuda_matmul_params &p, typename simt_tile<BM, BN>::stage *stage) {
+  typedef simt_tile<BM, BN> tile;
+  constexpr int B_ROW_QUADS = BN / 4; /* groups in a row of b as [K, N] */
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int ty = (warp / (BN / 64)) * 4 + (lane >> 3), tx = (warp % (BN / 64)) * 8 + (lane & 7);
+  const int64_t tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
+  const T *bias = bias_of<T>(p);
+  for (int64_t z = blockIdx.y; z < p.batch; z += gridDim.y)
+    for (int64_t t = blockIdx.x; t < tiles_m * tiles_n; t += gridDim.x) {
+      int64_t tm, tn;
+      tile_of(t, tiles_m, tiles_n, &tm, &tn);
+      const int64_t m0 = tm * BM, n0 = tn * BN;
+      const T *ag[tile::a_quads], *bg[tile::b_quads];
+#pragma unroll
+      for (int i = 0; i < tile::a_quads; i++) {
+        const int q = tid + tile::threads * i;
+        ag[i] = ptr_at<const T>(p.a, z * p.a_batch_stride + min(m0 + q / 2, p.m - 1) * p.lda + q % 2 * 4);
+      }
+#pragma unroll
+      for (int i = 0; i < tile::b_quads; i++) {
+        const int q = tid + tile::threads * i;
+        const int64_t at = p.b_kn ? q / B_ROW_QUADS * p.ldb + n0 + q % B_ROW_QUADS * 4
+                                  : min(n0 + q / 2, p.n - 1) * p.ldb + q % 2 * 4;
+        bg[i] = ptr_at<const T>(p.b, z * p.b_batch_stride + at);
+      }
+      const int64_t b_step = p.b_kn ? SIMT_BK * p.ldb : SIMT_BK;
+      float ra[tile::a_quads][4], rb[tile::b_quads][4];
+      auto load = [&](int64_t k0) {
+#pragma unroll
+        for (int i = 0; i < tile::a_quads; i++) {
+          load_quad<V4>(ag[i], p.k - k0 - (tid + tile::threads * i) % 2 * 4, ra[i]);
+          ag[i] += SIMT_BK;
+        }
+#pragma unroll
+        for (int i = 0; i < tile::b_quads; i++) {
+          const int q = tid + tile::threads * i;
+          const int64_t valid = p.b_kn ? (k0 + q / B_ROW_QUADS < p.k ? p.n - n0 - q % B_ROW_QUADS * 4 : 0)
+                                       : p.k - k0 - q % 2 * 4;
+          load_quad<V4>(bg[i], valid, rb[i]);
+          bg[i] += b_step;
+        }
+      };
+      /* Groups along K go in transposed: a warp's 32 groups are 16 rows x
+       * (k 0-3, k 4-7), and the two halves land 4 x (BM + 4) = 16 banks
+       * apart (mod 32), so each store hits 32 different banks. */
+      auto store_stage = [&](typename tile::stage &s) {
+#pragma unroll
+        for (int i = 0; i < tile::a_quads; i++) {
+          const int q = tid + tile::threads * i;
+#pragma unroll
+          for (int j = 0; j < 4; j++) s.a[q % 2 * 4 + j][q / 2] = ra[i][j];
+        }
+#pragma unroll
+        for (int i = 0; i < tile::b_quads; i++) {
+          const int q = tid + tile::threads * i;
+          if (p.b_kn) {
+            *reinterpret_cast<float4 *>(&s.b[q / B_ROW_QUADS][q % B_ROW_QUADS * 4]) =
+                make_float4(rb[i][0], rb[i][1], rb[i][2], rb[i][3]);
+          } else {
+#pragma unroll
+            for (int j = 0; j < 4; j++) s.b[q % 2 * 4 + j][q / 2] = rb[i][j];
+          }
+        }
+      };
+
+      float acc[8][8];
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+      load(0);
+      store_stage(stage[0]);
+      __syncthreads();
+      int s = 0;
+      for (int64_t k0 = 0; k0 < p.k; k0 += SIMT_BK, s ^= 1) {
+        const bool more = k0 + SIMT_BK < p.k;
+        if (more) load(k0 + SIMT_BK);
+        const typename tile::stage &cur = stage[s];
+#pragma unroll
+        for (int kk = 0; kk < SIMT_BK; kk++) {
+          float av[8], bv[8];
+          *reinterpret_cast<float4 *>(av) = *reinterpret_cast<const float4 *>(&cur.a[kk][4 * ty]);
+          *reinterpret_cast<float4 *>(av + 4) = *reinterpret_cast<const float4 *>(&cur.a[kk][BM / 2 + 4 * ty]);
+          *reinterpret_cast<float4 *>(bv) = *reinterpret_cast<const float4 *>(&cur.b[kk][4 * tx]);
+          *reinterpret_cast<float4 *>(bv + 4) = *reinterpret_cast<const float4 *>(&cur.b[kk][BN / 2 + 4 * tx]);
+#pragma unroll
+          for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        }
+        /* The other stage was last read in the step before, which every
+         * thread finished before the barrier that ended it. */
+        if (more) store_stage(stage[s ^ 1]);
+        __syncthreads();
+      }
+
+      T *out = ptr_at<T>(p.out, z * p.out_batch_stride);
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        const int64_t m = m0 + 4 * ty + i % 4 + i / 4 * (BM / 2);
+        if (m >= p.m) continue;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int64_t n = n0 + 4 * tx + h * (BN / 2);
+          store_quad(p, out + m * p.ldo + n, bias, n, &acc[i][4 * h]);
+        }
+      }
+    }
+}
+
+/* p.vec4 picks the vector loads; both share the block's shared memory. */
+template <class T, int BM, int BN> __device__ void matmul_simt_impl(const cuda_matmul_params &p) {
+  __shared__ __align__(16) typename simt_tile<BM, BN>::stage stage[2];
+  if (p.vec4)
+    matmul_simt_tiles<T, true, BM, BN>(p, stage);
+  else
+    matmul_simt_tiles<T, false, BM, BN>(p, stage);
+}
+
+/* gk_matmul_simt_<dtype>: 128 x 128 tiles, two blocks per multiprocessor;
+ * gk_matmul_simt64_<dtype>: 64 x 64 tiles, for grids too small to fill the
+ * GPU with the former. */
+#define GK_SIMT_KERNEL(name, dname, T, TILE, THREADS, BLOCKS)                                         \
+  static_assert(simt_tile<TILE, TILE>::threads == THREADS, "host and kernel agree on the block");     \
+  GK_ENTRY(__launch_bounds__(THREADS, BLOCKS), gk_##name##_##dname, cuda_matmul_params,               \
+           matmul_simt_impl<T, TILE, TILE>(p))
+GK_SIMT_KERNEL(matmul_simt, f32, float, GK_MATMUL_SIMT_TILE, GK_MATMUL_SIMT_THREADS, 2)
+GK_SIMT_KERNEL(matmul_simt, f16, f16, GK_MATMUL_SIMT_TILE, GK_MATMUL_SIMT_THREADS, 2)
+GK_SIMT_KERNEL(matmul_simt, bf16, bf16, GK_MATMUL_SIMT_TILE, GK_MATMUL_SIMT_THREADS, 2)
+GK_SIMT_KERNEL(matmul_simt64, f32, float, GK_MATMUL_SIMT64_TILE, GK_MATMUL_SIMT64_THREADS, 6)
+GK_SIMT_KERNEL(matmul_simt64, f16, f16, GK_MATMUL_SIMT64_TILE, GK_MATMUL_SIMT64_THREADS, 6)
+GK_SIMT_KERNEL(matmul_simt64, bf16, bf16, GK_MATMUL_SIMT64_TILE, GK_MATMUL_SIMT64_THREADS, 6)
 
 /* ------------------------------------------------------- tensor-core GEMM */
 
@@ -244,16 +380,6 @@ template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES> struct m
   static_assert(nt % 2 == 0, "B fragments load two n-tiles at a time");
 };
 
-/* The block's (m, n) tile: groups of 8 tile-rows walk the n tiles together,
- * so the b panels they share stay in L2. */
-__device__ __forceinline__ void tile_of_block(int64_t tiles_m, int64_t tiles_n, int64_t *tm, int64_t *tn) {
-  const int64_t bid = blockIdx.x, group = 8 * tiles_n;
-  const int64_t first_m = (bid / group) * 8;
-  const int64_t rows = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
-  *tm = first_m + (bid % group) % rows;
-  *tn = (bid % group) / rows;
-}
-
 template <class T, bool KN, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
 __device__ void matmul_mma_impl(const cuda_matmul_params &p) {
 #if __CUDA_ARCH__ >= 800
@@ -264,7 +390,7 @@ __device__ void matmul_mma_impl(const cuda_matmul_params &p) {
   T *smem = reinterpret_cast<T *>(smem_raw);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int64_t tm, tn;
-  tile_of_block((p.m + BM - 1) / BM, (p.n + BN - 1) / BN, &tm, &tn);
+  tile_of(blockIdx.x, (p.m + BM - 1) / BM, (p.n + BN - 1) / BN, &tm, &tn);
   const int64_t m0 = tm * BM, n0 = tn * BN, z = blockIdx.y;
   const T *a = ptr_at<const T>(p.a, z * p.a_batch_stride);
   const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride);
@@ -532,33 +658,40 @@ extern "C" __device__ const int gk_wgmma_available =
 #endif
 
 #define WG_BM GK_MATMUL_WGMMA_BM
-#define WG_BN GK_MATMUL_WGMMA_BN
 #define WG_BK GK_MATMUL_WGMMA_BK
-#define WG_STAGES GK_MATMUL_WGMMA_STAGES
 
-/* 128 x 256 x 64 tiles, three warpgroups: one thread of warpgroup 0 loads
- * with TMA, warpgroups 1 and 2 each multiply 64 rows x 256 columns (128
- * accumulators per thread). Stage s of the ring holds a (128 x 64) then b
- * (256 x 64), K-major with the 128-byte swizzle (TMA zero-fills past the
- * edges). full[s] completes when a stage's bytes have landed, empty[s] when
- * both multiplying warpgroups are done reading it. */
-template <class T> __device__ void matmul_wgmma_impl(const cuda_matmul_tma_params &P) {
+/* One k16 step of a warpgroup's 64 x BN accumulators. */
+template <class T, int BN>
+__device__ __forceinline__ void wgmma_step(float (&acc)[BN / 2], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (BN == 128) wgmma_m64n128k16(acc, desc_a, desc_b, (T *)nullptr);
+  else wgmma_m64n256k16(acc, desc_a, desc_b, (T *)nullptr);
+}
+
+/* 128 x BN x 64 tiles (BN = 128 or 256: the host picks the width whose
+ * tiles fill the multiprocessors best), three warpgroups: one thread of
+ * warpgroup 0 loads with TMA, warpgroups 1 and 2 each multiply 64 rows x BN
+ * columns (BN / 2 accumulators per thread). Stage s of the ring holds a
+ * (128 x 64) then b (BN x 64), K-major with the 128-byte swizzle (TMA
+ * zero-fills past the edges). full[s] completes when a stage's bytes have
+ * landed, empty[s] when both multiplying warpgroups are done reading it. */
+template <class T, int BN> __device__ void matmul_wgmma_impl(const cuda_matmul_tma_params &P) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   const cuda_matmul_params &p = P.p;
-  constexpr int A_BYTES = WG_BM * WG_BK * 2, B_BYTES = WG_BN * WG_BK * 2;
+  constexpr int STAGES = GK_MATMUL_WGMMA_STAGES(BN);
+  constexpr int A_BYTES = WG_BM * WG_BK * 2, B_BYTES = BN * WG_BK * 2;
   constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   /* The swizzle pattern repeats every 1024 bytes: align the ring to it. */
   unsigned char *ring = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  uint64_t *full = reinterpret_cast<uint64_t *>(ring + WG_STAGES * STAGE_BYTES);
-  uint64_t *empty = full + WG_STAGES;
+  uint64_t *full = reinterpret_cast<uint64_t *>(ring + STAGES * STAGE_BYTES);
+  uint64_t *empty = full + STAGES;
   const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   int64_t tm, tn;
-  tile_of_block((p.m + WG_BM - 1) / WG_BM, (p.n + WG_BN - 1) / WG_BN, &tm, &tn);
-  const int64_t m0 = tm * WG_BM, n0 = tn * WG_BN, z = blockIdx.y;
+  tile_of(blockIdx.x, (p.m + WG_BM - 1) / WG_BM, (p.n + BN - 1) / BN, &tm, &tn);
+  const int64_t m0 = tm * WG_BM, n0 = tn * BN, z = blockIdx.y;
   const int ktiles = (int)((p.k + WG_BK - 1) / WG_BK);
   if (threadIdx.x == 0) {
-    for (int s = 0; s < WG_STAGES; s++) {
+    for (int s = 0; s < STAGES; s++) {
       mbarrier_init(&full[s], 1);
       mbarrier_init(&empty[s], 2);
     }
@@ -568,8 +701,8 @@ template <class T> __device__ void matmul_wgmma_impl(const cuda_matmul_tma_param
   if (warpgroup == 0) { /* loader */
     if (threadIdx.x == 0) {
       for (int kt = 0; kt < ktiles; kt++) {
-        const int s = kt % WG_STAGES;
-        if (kt >= WG_STAGES) mbarrier_wait(&empty[s], ((kt / WG_STAGES) & 1) ^ 1);
+        const int s = kt % STAGES;
+        if (kt >= STAGES) mbarrier_wait(&empty[s], ((kt / STAGES) & 1) ^ 1);
         unsigned char *as = ring + s * STAGE_BYTES;
         mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);
         tma_load_3d(as, &P.a_map, kt * WG_BK, (int)m0, (int)z, &full[s]);
@@ -580,28 +713,27 @@ template <class T> __device__ void matmul_wgmma_impl(const cuda_matmul_tma_param
   }
 
   const int slice = warpgroup - 1; /* rows 64 slice .. 64 slice + 63 of the tile */
-  float acc[128];
+  float acc[BN / 2];
 #pragma unroll
-  for (int i = 0; i < 128; i++) acc[i] = 0.0f;
+  for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
   for (int kt = 0; kt < ktiles; kt++) {
-    const int s = kt % WG_STAGES;
-    mbarrier_wait(&full[s], (kt / WG_STAGES) & 1);
+    const int s = kt % STAGES;
+    mbarrier_wait(&full[s], (kt / STAGES) & 1);
     const unsigned char *as = ring + s * STAGE_BYTES, *bs = as + A_BYTES;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < WG_BK / 16; kk++)
-      wgmma_m64n256k16(acc, wgmma_descriptor(as + slice * 64 * 128 + 32 * kk), wgmma_descriptor(bs + 32 * kk),
-                       (T *)nullptr);
+      wgmma_step<T, BN>(acc, wgmma_descriptor(as + slice * 64 * 128 + 32 * kk), wgmma_descriptor(bs + 32 * kk));
     wgmma_commit();
     wgmma_wait<1>(); /* the previous stage's products are done: hand it back */
-    if (kt > 0 && (threadIdx.x & 127) == 0) mbarrier_arrive(&empty[(kt - 1) % WG_STAGES]);
+    if (kt > 0 && (threadIdx.x & 127) == 0) mbarrier_arrive(&empty[(kt - 1) % STAGES]);
   }
   wgmma_wait<0>();
 
   T *out = ptr_at<T>(p.out, z * p.out_batch_stride);
   const T *bias = bias_of<T>(p);
 #pragma unroll
-  for (int j = 0; j < WG_BN / 8; j++)
+  for (int j = 0; j < BN / 8; j++)
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const int64_t m = m0 + 64 * slice + 16 * warp + (lane >> 2) + 8 * h;
@@ -612,7 +744,10 @@ template <class T> __device__ void matmul_wgmma_impl(const cuda_matmul_tma_param
 #endif
 }
 
-GK_ENTRY(__launch_bounds__(GK_MATMUL_WGMMA_THREADS, 1), gk_matmul_wgmma_f16, __grid_constant__ cuda_matmul_tma_params,
-         matmul_wgmma_impl<f16>(p))
-GK_ENTRY(__launch_bounds__(GK_MATMUL_WGMMA_THREADS, 1), gk_matmul_wgmma_bf16, __grid_constant__ cuda_matmul_tma_params,
-         matmul_wgmma_impl<bf16>(p))
+#define GK_WGMMA_KERNEL(dname, bn)                                                          \
+  GK_ENTRY(__launch_bounds__(GK_MATMUL_WGMMA_THREADS, 1), gk_matmul_wgmma_##dname##_n##bn, \
+           __grid_constant__ cuda_matmul_tma_params, matmul_wgmma_impl<dname, bn>(p))
+GK_WGMMA_KERNEL(f16, 128)
+GK_WGMMA_KERNEL(bf16, 128)
+GK_WGMMA_KERNEL(f16, 256)
+GK_WGMMA_KERNEL(bf16, 256)
