@@ -34,13 +34,17 @@ static inline int64_t dim_stride(const gllmk_tensor *t, int32_t dim) {
   return t->shape[dim] > 1 ? t->strides[dim] : 0;
 }
 
-/* Whether every row of a tensor starts on 16 bytes: its address and each
- * of the `count` element strides. */
-static inline int strides_aligned16(const gllmk_tensor *t, const int64_t *strides, int count) {
-  if (!aligned16(cuda_tensor_address(t))) return 0;
+/* Whether every row of a tensor starts on a multiple of `bytes`: its
+ * address and each of the `count` element strides. */
+static inline int strides_aligned(const gllmk_tensor *t, const int64_t *strides, int count, int64_t bytes) {
+  if (cuda_tensor_address(t) % (uint64_t)bytes != 0) return 0;
   for (int i = 0; i < count; i++)
-    if ((strides[i] * (int64_t)elem_size(t)) % 16 != 0) return 0;
+    if ((strides[i] * (int64_t)elem_size(t)) % bytes != 0) return 0;
   return 1;
+}
+
+static inline int strides_aligned16(const gllmk_tensor *t, const int64_t *strides, int count) {
+  return strides_aligned(t, strides, count, 16);
 }
 
 static inline uint32_t clamp_u32(int64_t n, uint32_t max) { return n < 1 ? 1u : n > (int64_t)max ? max : (uint32_t)n; }

@@ -14,15 +14,14 @@
 
 #include "launch.h"
 
-/* Kernels are picked as CK_<kernel>_f32 + variant(dtype), and
- * CK_matmul_mma_f16_nk + (dtype == GLLMK_BF16) + 2 * b_kn. */
+/* Kernels are picked as CK_<kernel>_f32 + variant(dtype),
+ * CK_matmul_mma_f16_nk + (dtype == GLLMK_BF16) + 2 * b_kn, and
+ * CK_matmul_wgmma_f16_n128 + (dtype == GLLMK_BF16) + 2 * (tile width 256). */
 _Static_assert(CUDA_DTYPE_VARIANTS(gemv_nk) && CUDA_DTYPE_VARIANTS(gemv_kn) && CUDA_DTYPE_VARIANTS(matmul_simt) &&
                    CUDA_DTYPE_VARIANTS(matmul_simt64),
                "kernels.def: f32, f16, bf16 variants in gllmk_dtype order");
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_mma, nk, kn), "kernels.def: matmul_mma_{f16,bf16}_{nk,kn} order");
-_Static_assert(CK_matmul_wgmma_bf16_n128 == CK_matmul_wgmma_f16_n128 + 1 &&
-                   CK_matmul_wgmma_bf16_n256 == CK_matmul_wgmma_f16_n256 + 1,
-               "kernels.def: matmul_wgmma_{f16,bf16}_n{128,256} pairs");
+_Static_assert(CUDA_F16_BF16_PAIRS(matmul_wgmma, n128, n256), "kernels.def: matmul_wgmma_{f16,bf16}_n{128,256} order");
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_skinny, m1, m2) && CUDA_F16_BF16_PAIRS(matmul_skinny, m2, m4),
                "kernels.def: matmul_skinny_{f16,bf16}_m{1,2,4} order");
 
@@ -76,16 +75,6 @@ static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_pa
                      (uint32_t)sp.splits, 1, GK_MATMUL_SKINNY_THREADS, 0, &sp);
 }
 
-/* Whether a tensor's address and the `count` element strides are
- * multiples of four elements. */
-static int strides_aligned4(const gllmk_tensor *t, const int64_t *strides, int count) {
-  const int64_t bytes = 4 * (int64_t)elem_size(t);
-  if (cuda_tensor_address(t) % (uint64_t)bytes != 0) return 0;
-  for (int i = 0; i < count; i++)
-    if (strides[i] % 4 != 0) return 0;
-  return 1;
-}
-
 /* The call as kernel parameters: operands, sizes and strides, batches
  * folded into rows where they can be. */
 static void describe_matmul(const gllmk_matmul_args *args, cuda_matmul_params *out_params) {
@@ -136,8 +125,9 @@ static void describe_matmul(const gllmk_matmul_args *args, cuda_matmul_params *o
   const int64_t inner = p.b_kn ? p.n : p.k; /* b's contiguous extent */
   p.vec = inner % 8 == 0 && p.k % 8 == 0 && strides_aligned16(a, (const int64_t[]){p.lda, p.a_batch_stride}, 2) &&
           strides_aligned16(b, (const int64_t[]){p.ldb, p.b_batch_stride}, 2);
-  p.vec4 = inner % 4 == 0 && p.k % 4 == 0 && strides_aligned4(a, (const int64_t[]){p.lda, p.a_batch_stride}, 2) &&
-           strides_aligned4(b, (const int64_t[]){p.ldb, p.b_batch_stride}, 2);
+  p.vec4 = inner % 4 == 0 && p.k % 4 == 0 &&
+           strides_aligned(a, (const int64_t[]){p.lda, p.a_batch_stride}, 2, 4 * (int64_t)elem_size(a)) &&
+           strides_aligned(b, (const int64_t[]){p.ldb, p.b_batch_stride}, 2, 4 * (int64_t)elem_size(b));
   p.a_rms = args->a_norm == GLLMK_A_NORM_RMS;
   p.a_rms_eps = args->a_norm_eps;
   *out_params = p;
@@ -206,7 +196,7 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
                          p.b_batch_stride ? p.b_batch_stride : p.n * p.ldb, (uint32_t)bn)) {
       tp.p = p;
       const int64_t tiles = ceil_div(p.m, GK_MATMUL_WGMMA_BM) * ceil_div(p.n, bn);
-      const int kernel = (bn == 256 ? CK_matmul_wgmma_f16_n256 : CK_matmul_wgmma_f16_n128) + (dtype == GLLMK_BF16);
+      const int kernel = CK_matmul_wgmma_f16_n128 + (dtype == GLLMK_BF16) + 2 * (bn == 256);
       return cuda_launch(dev, kernel, (uint32_t)tiles, (uint32_t)p.batch, 1, GK_MATMUL_WGMMA_THREADS,
                          GK_MATMUL_WGMMA_SMEM(bn), &tp);
     }
