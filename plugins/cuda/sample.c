@@ -109,7 +109,7 @@ static gllmk_status run_sample(gllmk_plugin_device *dev, const gllmk_sample_args
     p.row_begin = first;
     status = cuda_launch(dev, CK_sample_topk_chunks_f32 + v, (uint32_t)p.chunks, rows, 1, GK_SAMPLE_THREADS, 0, &p);
     if (status == GLLMK_OK)
-      status = cuda_launch(dev, CK_sample_topk_draw_f32 + v, rows, 1, 1, GK_SAMPLE_THREADS, 0, &p);
+      status = cuda_launch(dev, CK_sample_topk_draw_f32 + v, rows, 1, 1, GK_SAMPLE_DRAW_THREADS, 0, &p);
   }
   return status;
 }

@@ -231,6 +231,8 @@ typedef struct cuda_sample_params {
 #define GK_SAMPLE_THREADS 256
 #define GK_SAMPLE_CHUNK 2048    /* logits per block of sample_topk_chunks, 8 a thread */
 #define GK_SAMPLE_TOPK_MAX 256  /* the largest top_k of sample's top_k path */
+#define GK_SAMPLE_DRAW_THREADS 512 /* sample_topk_draw, a block per row */
+#define GK_SAMPLE_DRAW_ITEMS 8  /* candidates a thread of it holds in registers, when they fit */
 #define GK_NORM_MAX_THREADS 512
 /* softmax_stash: threads of its one block per multiprocessor, and the
  * 16-byte vectors of a row each keeps in registers. */

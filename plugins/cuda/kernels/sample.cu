@@ -222,8 +222,8 @@ __shared__ unsigned long long sample_hist[SAMPLE_WARPS][256];
  * have a total measure of at least `need`. The measure is 1 per element
  * (top_k) or the fixed-point weight (top_p). each(f) calls f(column, x) for
  * each of this thread's elements: the row's, or the top_k path's
- * candidates. Each warp fills its own histogram, so fewer threads contend
- * for one bin. */
+ * candidates. Each warp fills its own histogram (warps w and w + 8 share
+ * one in blocks of more than eight), so fewer threads contend for one bin. */
 template <bool BY_MASS, class Each>
 __device__ uint32_t radix_select(Each each, const sample_weights &w, uint32_t floor, uint64_t need) {
   __shared__ uint32_t chosen_bin;
@@ -236,7 +236,7 @@ __device__ uint32_t radix_select(Each each, const sample_weights &w, uint32_t fl
     each([&](int64_t, float x) {
       const uint32_t key = order_key(x);
       if ((key & mask) == prefix && key >= floor)
-        atomicAdd(&sample_hist[warp][(key >> shift) & 255u], BY_MASS ? (unsigned long long)w.fixed(x) : 1ull);
+        atomicAdd(&sample_hist[warp % SAMPLE_WARPS][(key >> shift) & 255u], BY_MASS ? (unsigned long long)w.fixed(x) : 1ull);
     });
     __syncthreads();
     for (int b = threadIdx.x; b < 256; b += blockDim.x)
@@ -258,15 +258,21 @@ __device__ uint32_t radix_select(Each each, const sample_weights &w, uint32_t fl
  * every thread), says whether this thread has an element i and gives its
  * key. Every lane of a warp runs every i, so a warp adds once per distinct
  * bin (__match_any_sync): the largest logits share their leading digits,
- * and one add per lane would mostly queue on one bin. */
+ * and one add per lane would mostly queue on one bin. Two histograms take
+ * turns, so clearing the next pass's needs no barrier of its own. */
 template <class Get> __device__ uint32_t count_select(int items, Get get, uint32_t need) {
-  __shared__ uint32_t hist[256];
+  __shared__ uint32_t hist[2][256];
   __shared__ uint32_t chosen_bin, chosen_above;
   const int lane = threadIdx.x & 31;
+  for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[0][b] = 0;
+  __syncthreads();
   uint32_t prefix = 0, mask = 0;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
-    __syncthreads();
+  for (int pass = 0; pass < 4; pass++) {
+    const int shift = 24 - 8 * pass;
+    /* The other histogram was last read by the previous pass's pick_bin,
+     * which ended before that pass's last barrier. */
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[(pass + 1) & 1][b] = 0;
+    uint32_t *h = hist[pass & 1];
 #pragma unroll 8
     for (int i = 0; i < items; i++) {
       uint32_t key = 0;
@@ -274,11 +280,11 @@ template <class Get> __device__ uint32_t count_select(int items, Get get, uint32
       if (__any_sync(0xffffffffu, in)) {
         const uint32_t bin = in ? (key >> shift) & 255u : 256u;
         const unsigned peers = __match_any_sync(0xffffffffu, bin);
-        if (in && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], (uint32_t)__popc(peers));
+        if (in && lane == __ffs(peers) - 1) atomicAdd(&h[bin], (uint32_t)__popc(peers));
       }
     }
     __syncthreads();
-    if (threadIdx.x < 32) pick_bin<uint32_t>(hist, need, &chosen_bin, &chosen_above);
+    if (threadIdx.x < 32) pick_bin<uint32_t>(h, need, &chosen_bin, &chosen_above);
     __syncthreads();
     prefix |= chosen_bin << shift;
     need -= chosen_above;
@@ -476,59 +482,209 @@ template <class T> __device__ void sample_topk_chunks_impl(const cuda_sample_par
   if (threadIdx.x == 0) reinterpret_cast<uint32_t *>(p.tie_keys)[chunk] = found > k ? kc : 0u;
 }
 
+/* A token the top_k threshold kept, for draw_few; mass is its fixed-point
+ * weight as top_p or the draw counts it. */
+struct kept_token {
+  float value;
+  int32_t column;
+  unsigned long long mass;
+};
+#define KEPT_FEW 64 /* the most kept tokens draw_few takes: two a lane */
+
+/* The sum of a 64-bit integer over the warp, in every lane. */
+__device__ __forceinline__ uint64_t warp_sum_u64(uint64_t v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/* draw_kept for n <= KEPT_FEW kept tokens (kept[0..n), in any order), by
+ * warp 0 alone with two tokens a lane: top_p's threshold is the largest key
+ * K whose tokens with key >= K weigh at least `need` (as radix_select
+ * finds it; a pass over the n tokens per lane instead of four radix
+ * passes), and the draw walks the tokens by column, so that the token does
+ * not depend on the order they were stored in. Returns the token, or -1
+ * when no kept token has a weight. */
+__device__ int64_t draw_few(kept_token *kept, int n, uint32_t floor, const cuda_sample_params &p, int64_t r) {
+  const int lane = threadIdx.x;
+  const uint64_t random = philox_64(p.seed, p.offset, (uint64_t)r); /* first: it waits on nothing */
+  float x[2];
+  uint32_t key[2];
+  int32_t column[2];
+  bool in[2];
+  float top = __int_as_float(0x7fc00000);
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    in[h] = lane + 32 * h < n;
+    const kept_token t = in[h] ? kept[lane + 32 * h] : kept_token{0.0f, -1, 0};
+    x[h] = t.value;
+    column[h] = t.column;
+    key[h] = order_key(x[h]);
+    if (in[h]) top = fmaxf(top, x[h]); /* NaN loses */
+  }
+  /* The threshold is a number's key, so the largest number among the
+   * candidates is kept: this is the `top` that draw_kept's callers take
+   * from block_argmax (up to the sign of a zero, which no weight sees). */
+  for (int o = 16; o > 0; o >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, o));
+  const sample_weights w = {top, 1.0f / p.temperature};
+  uint64_t fixed[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) fixed[h] = in[h] ? w.fixed(x[h]) : 0;
+
+  if (p.top_p < 1.0f) {
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      if (in[h]) kept[lane + 32 * h].mass = fixed[h];
+    __syncwarp();
+    uint64_t need = (uint64_t)((double)p.top_p * (double)warp_sum_u64(fixed[0] + fixed[1]));
+    if (need == 0) need = 1;
+    uint64_t at_least[2] = {0, 0}; /* the mass of the tokens with key >= key[h] */
+    for (int j = 0; j < n; j++) {
+      const kept_token t = kept[j];
+      const uint32_t k = order_key(t.value);
+#pragma unroll
+      for (int h = 0; h < 2; h++) at_least[h] += k >= key[h] ? t.mass : 0;
+    }
+    uint32_t threshold = 0; /* none: radix_select's 0 */
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+      if (in[h] && at_least[h] >= need && key[h] > threshold) threshold = key[h];
+    for (int o = 16; o > 0; o >>= 1) threshold = max(threshold, __shfl_xor_sync(0xffffffffu, threshold, o));
+    floor = threshold > floor ? threshold : floor;
+    __syncwarp();
+  }
+
+  const float min_weight = p.min_p > 0.0f ? p.min_p : 0.0f;
+  uint64_t mass[2];
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    mass[h] = in[h] && key[h] >= floor && w.weight(x[h]) >= min_weight ? fixed[h] : 0;
+    if (in[h]) kept[lane + 32 * h].mass = mass[h];
+  }
+  __syncwarp();
+  const uint64_t total = warp_sum_u64(mass[0] + mass[1]);
+  if (total == 0) return -1;
+  const uint64_t target = __umul64hi(total, random);
+  uint64_t through[2] = {0, 0}; /* the mass of the tokens of column <= column[h] */
+  for (int j = 0; j < n; j++) {
+    const kept_token t = kept[j];
+#pragma unroll
+    for (int h = 0; h < 2; h++) through[h] += t.column <= column[h] ? t.mass : 0;
+  }
+  int32_t token = -1;
+#pragma unroll
+  for (int h = 0; h < 2; h++)
+    if (mass[h] > 0 && through[h] - mass[h] <= target && target < through[h]) token = column[h];
+  for (int o = 16; o > 0; o >>= 1) token = max(token, __shfl_xor_sync(0xffffffffu, token, o));
+  return token;
+}
+
 /* Row row_begin + blockIdx.x: the row's top_k threshold K is the top_k-th
  * largest key among its candidates. The candidates hold every logit with
  * key >= K but where a chunk left out ties at K: such a chunk is read whole
  * from the row instead of its candidates (after them). A row whose K is a
  * NaN's (then its largest number may be no candidate) is sampled from the
- * whole row as sample does. */
+ * whole row as sample does.
+ * Up to GK_SAMPLE_DRAW_ITEMS candidates a thread are held in registers
+ * through the threshold's four passes (else each pass reads them again),
+ * and where K leaves at most KEPT_FEW of them and no chunk was cut, they
+ * go to shared memory for draw_few; other rows take draw_kept over the
+ * candidates. */
 template <class T> __device__ void sample_topk_draw_impl(const cuda_sample_params &p) {
+  __shared__ int kept_count;
+  __shared__ kept_token kept[KEPT_FEW];
   const int64_t r = p.row_begin + blockIdx.x, slots = p.chunks * p.top_k;
   const T *logits = ptr_at<const T>(p.logits, r * p.stride);
   const sample_candidate *candidates =
       reinterpret_cast<const sample_candidate *>(p.candidates) + (r - p.row_begin) * slots;
   const uint32_t *tie_keys = reinterpret_cast<const uint32_t *>(p.tie_keys) + (r - p.row_begin) * p.chunks;
-  auto get = [&](int i, uint32_t *key) {
-    const int64_t slot = threadIdx.x + (int64_t)i * blockDim.x;
-    if (slot >= slots) return false;
-    const sample_candidate c = candidates[slot];
-    *key = order_key(c.value);
-    return c.column >= 0;
-  };
-  const uint32_t floor = count_select((int)((slots + blockDim.x - 1) / blockDim.x), get, (uint32_t)p.top_k);
+  /* Loaded now, so that the check for cut chunks waits on no load. */
+  const uint32_t own_tie_key = threadIdx.x < p.chunks ? tie_keys[threadIdx.x] : 0u;
+  const bool held = slots <= GK_SAMPLE_DRAW_ITEMS * (int64_t)blockDim.x;
+  sample_candidate own[GK_SAMPLE_DRAW_ITEMS];
+  if (threadIdx.x == 0) kept_count = 0; /* count_select's first barrier orders this */
+  uint32_t floor;
+  if (held) {
+#pragma unroll
+    for (int i = 0; i < GK_SAMPLE_DRAW_ITEMS; i++) {
+      const int64_t slot = threadIdx.x + (int64_t)i * blockDim.x;
+      own[i] = slot < slots ? candidates[slot] : sample_candidate{0.0f, -1};
+    }
+    auto get = [&](int i, uint32_t *key) {
+      *key = order_key(own[i].value);
+      return own[i].column >= 0;
+    };
+    floor = count_select(GK_SAMPLE_DRAW_ITEMS, get, (uint32_t)p.top_k);
+  } else {
+    auto get = [&](int i, uint32_t *key) {
+      const int64_t slot = threadIdx.x + (int64_t)i * blockDim.x;
+      if (slot >= slots) return false;
+      const sample_candidate c = candidates[slot];
+      *key = order_key(c.value);
+      return c.column >= 0;
+    };
+    floor = count_select((int)((slots + blockDim.x - 1) / blockDim.x), get, (uint32_t)p.top_k);
+  }
   int64_t token;
   if (floor < KEY_MINUS_INF || floor > KEY_PLUS_INF) {
     token = sample_row<T>(p, r);
   } else {
-    int cut = 0;
-    for (int64_t c = threadIdx.x; c < p.chunks; c += blockDim.x) cut |= tie_keys[c] == floor;
-    const bool any_cut = __syncthreads_or(cut);
-    auto each = [&](auto f) {
-      for (int64_t i = threadIdx.x; i < slots; i += blockDim.x) {
-        const sample_candidate c = candidates[i];
-        if (c.column >= 0 && !(any_cut && tie_keys[i / p.top_k] == floor)) f((int64_t)c.column, c.value);
-      }
-      for (int64_t c = 0; any_cut && c < p.chunks; c++)
-        if (tie_keys[c] == floor) {
-          const int64_t end = (c + 1) * GK_SAMPLE_CHUNK < p.cols ? (c + 1) * GK_SAMPLE_CHUNK : p.cols;
-          for (int64_t col = c * GK_SAMPLE_CHUNK + threadIdx.x; col < end; col += blockDim.x)
-            f(col, load1(logits + col));
+    int cut = threadIdx.x < p.chunks && own_tie_key == floor;
+    for (int64_t c = threadIdx.x + blockDim.x; c < p.chunks; c += blockDim.x) cut |= tie_keys[c] == floor;
+    if (held)
+#pragma unroll
+      for (int i = 0; i < GK_SAMPLE_DRAW_ITEMS; i++)
+        if (own[i].column >= 0 && order_key(own[i].value) >= floor) {
+          const int at = atomicAdd(&kept_count, 1);
+          if (at < KEPT_FEW) kept[at] = {own[i].value, own[i].column, 0};
         }
-    };
-    float best = __int_as_float(0x7fc00000), top;
-    int64_t best_i = INT64_MAX;
-    each([&](int64_t c, float x) {
-      if (beats(x, c, best, best_i)) {
-        best = x;
-        best_i = c;
+    const bool any_cut = __syncthreads_or(cut);
+    const int n = kept_count;
+    if (held && !any_cut && n <= KEPT_FEW) {
+      if (threadIdx.x >= 32) return;
+      token = draw_few(kept, n, floor, p, r);
+      /* No kept token has a weight: the most likely candidate, as below. */
+      if (token < 0) {
+        float best = __int_as_float(0x7fc00000);
+        int64_t best_i = INT64_MAX;
+        for (int64_t i = threadIdx.x; i < slots; i += 32) {
+          const sample_candidate c = candidates[i];
+          if (c.column >= 0 && beats(c.value, c.column, best, best_i)) {
+            best = c.value;
+            best_i = c.column;
+          }
+        }
+        warp_argmax(&best, &best_i);
+        token = best_i;
       }
-    });
-    best_i = block_argmax(best, best_i, &top);
-    token = draw_kept(each, sample_weights{top, 1.0f / p.temperature}, floor, best_i, p, r);
+    } else {
+      auto each = [&](auto f) {
+        for (int64_t i = threadIdx.x; i < slots; i += blockDim.x) {
+          const sample_candidate c = candidates[i];
+          if (c.column >= 0 && !(any_cut && tie_keys[i / p.top_k] == floor)) f((int64_t)c.column, c.value);
+        }
+        for (int64_t c = 0; any_cut && c < p.chunks; c++)
+          if (tie_keys[c] == floor) {
+            const int64_t end = (c + 1) * GK_SAMPLE_CHUNK < p.cols ? (c + 1) * GK_SAMPLE_CHUNK : p.cols;
+            for (int64_t col = c * GK_SAMPLE_CHUNK + threadIdx.x; col < end; col += blockDim.x)
+              f(col, load1(logits + col));
+          }
+      };
+      float best = __int_as_float(0x7fc00000), top;
+      int64_t best_i = INT64_MAX;
+      each([&](int64_t c, float x) {
+        if (beats(x, c, best, best_i)) {
+          best = x;
+          best_i = c;
+        }
+      });
+      best_i = block_argmax(best, best_i, &top);
+      token = draw_kept(each, sample_weights{top, 1.0f / p.temperature}, floor, best_i, p, r);
+    }
   }
   if (threadIdx.x == 0) *out_at(p.out, p.out_cols, p.out_stride, r) = (int32_t)token;
 }
 
 GK_FLOAT_KERNELS(sample_topk_chunks, sample_topk_chunks_impl, cuda_sample_params,
                  __launch_bounds__(GK_SAMPLE_THREADS))
-GK_FLOAT_KERNELS(sample_topk_draw, sample_topk_draw_impl, cuda_sample_params, __launch_bounds__(GK_SAMPLE_THREADS))
+GK_FLOAT_KERNELS(sample_topk_draw, sample_topk_draw_impl, cuda_sample_params,
+                 __launch_bounds__(GK_SAMPLE_DRAW_THREADS))
