@@ -251,7 +251,7 @@ void decoder_block_check(gllmk_context *ctx, gllmk_dtype dtype, bool small, uint
   ref_rope(T, d.kv_heads, D, k, positions, rope_theta, D, GLLMK_ROPE_NEOX, k_rot);
   ref_attention_problem ap = {.batch = 1, .sq = T, .skv = T, .hq = d.q_heads,
                               .hkv = d.kv_heads, .d = D, .scale = scale, .causal = 1};
-  ref_attention(&ap, q_rot, k_rot, v, NULL, attn, NULL, NULL);
+  ref_attention(&ap, q_rot, k_rot, v, NULL, attn, NULL, NULL, NULL);
   ref_linear(T, H, QW, attn, wo, 1.0, x);
   expect_residual(&run, &residual, x, T * H, "after attention");
 

@@ -127,15 +127,20 @@ void ref_matmul(const ref_matmul_problem *p, const double *a, const double *b,
   }
 }
 
-/* One query row against the keys it may see: out[d] and the log-sum-exp. */
-/* One query row. Returns its lse; *lse_cond gets the softmax-weighted
- * scale*sum_d |q_d k_d|, the size a rounded dot product's error is relative
- * to, so that a score that cancels to near zero is judged fairly. */
+/* One query row against the keys it may see: out[d] and the log-sum-exp.
+ * Returns its lse; *lse_cond gets the softmax-weighted scale*sum_d |q_d k_d|,
+ * the size a rounded dot product's error is relative to, so that a score that
+ * cancels to near zero is judged fairly; out_cond[d] (if not NULL) the same
+ * for out[d]: sum_j w_j |v_jd|, since each weight w_j is rounded (to 16 bits
+ * where the tensor cores multiply it) and a few weighted values of opposite
+ * signs can cancel to far less than that. */
 static double attend_row(const ref_attention_problem *p, const double *qrow, const double *k,
                          const double *v, int64_t kv_head, int64_t visible, double *out,
-                         double *scores, double *magnitudes, double *lse_cond) {
+                         double *out_cond, double *scores, double *magnitudes, double *lse_cond) {
   int64_t stride = p->hkv * p->d;
   for (int64_t d = 0; d < p->d; d++) out[d] = 0.0;
+  if (out_cond)
+    for (int64_t d = 0; d < p->d; d++) out_cond[d] = 0.0;
   *lse_cond = 0.0;
   if (visible <= 0) return -INFINITY;
   double max = -INFINITY, sum = 0.0, cond = 0.0;
@@ -154,17 +159,21 @@ static double attend_row(const ref_attention_problem *p, const double *qrow, con
     double w = exp(scores[j] - max);
     const double *vr = v + j * stride + kv_head * p->d;
     for (int64_t d = 0; d < p->d; d++) out[d] += w * vr[d];
+    if (out_cond)
+      for (int64_t d = 0; d < p->d; d++) out_cond[d] += w * fabs(vr[d]);
     sum += w;
     cond += w * magnitudes[j];
   }
   for (int64_t d = 0; d < p->d; d++) out[d] /= sum;
+  if (out_cond)
+    for (int64_t d = 0; d < p->d; d++) out_cond[d] /= sum;
   *lse_cond = cond / sum;
   return max + log(sum);
 }
 
 void ref_attention(const ref_attention_problem *p, const double *q, const double *k,
                    const double *v, const int32_t *kv_lens, double *out, double *lse,
-                   double *lse_cond) {
+                   double *lse_cond, double *out_cond) {
   size_t keys = (size_t)(p->skv > 0 ? p->skv : 1);
   double *scores = malloc(2 * keys * sizeof *scores);
   if (scores == NULL) abort(); /* test code: no way to go on */
@@ -181,7 +190,7 @@ void ref_attention(const ref_attention_problem *p, const double *q, const double
         int64_t row = (b * p->sq + i) * p->hq + h;
         double cond;
         double l = attend_row(p, q + row * p->d, kb, vb, h / group, visible, out + row * p->d,
-                              scores, scores + keys, &cond);
+                              out_cond ? out_cond + row * p->d : NULL, scores, scores + keys, &cond);
         int64_t lse_index = (b * p->hq + h) * p->sq + i;
         if (lse) lse[lse_index] = l;
         if (lse_cond) lse_cond[lse_index] = cond;

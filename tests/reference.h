@@ -59,10 +59,12 @@ typedef struct ref_attention_problem {
 /* q, out [batch, sq, hq, d]; k, v [batch, skv, hkv, d]; kv_lens [batch] or
  * NULL; lse [batch, hq, sq] or NULL. A query row that sees no key gets
  * out = 0 and lse = -inf. lse_cond (like lse, or NULL) gets the conditioning
- * of each lse: the softmax-weighted scale * sum_d |q_d k_d| of its keys. */
+ * of each lse: the softmax-weighted scale * sum_d |q_d k_d| of its keys;
+ * out_cond (like out, or NULL) that of each output: sum_j w_j |v_jd| over the
+ * softmax weights w_j. */
 void ref_attention(const ref_attention_problem *p, const double *q, const double *k,
                    const double *v, const int32_t *kv_lens, double *out, double *lse,
-                   double *lse_cond);
+                   double *lse_cond, double *out_cond);
 
 typedef struct ref_sample_filter {
   double temperature, top_p, min_p;

@@ -26,7 +26,8 @@ _Static_assert(CUDA_F16_BF16_PAIRS(attention_rows, d64, d128) && CUDA_F16_BF16_P
                "kernels.def: attention_rows order");
 _Static_assert(CUDA_F16_BF16_PAIRS(attention_mma, d64, d128) && CUDA_F16_BF16_PAIRS(attention_mma, d128, d256),
                "kernels.def: attention_mma order");
-_Static_assert(CUDA_F16_BF16_PAIRS(attention_wgmma, d64, d128), "kernels.def: attention_wgmma order");
+_Static_assert(CUDA_F16_BF16_PAIRS(attention_wgmma, d64, d128) && CUDA_F16_BF16_PAIRS(attention_wgmma, d128, d256),
+               "kernels.def: attention_wgmma order");
 
 /* Of 1 .. max_splits splits of `blocks` blocks, the fewest whose waves of
  * `slots` resident blocks are fullest (2% more fill to take more splits):
@@ -128,6 +129,27 @@ static gllmk_status launch_attention_rows(gllmk_plugin_device *dev, cuda_attenti
                      128, 0, p);
 }
 
+/* attention_wgmma's TMA descriptors of q, k and v as (head dim, tokens,
+ * heads, batch) in boxes of 64 x its query rows or keys per tile; 0 where
+ * the driver cannot describe one (then attention_mma runs). Planning
+ * (cuda_attention_supports) assumes it can: either kernel takes the call. */
+static int describe_heads_for_tma(const gllmk_plugin_device *dev, cuda_attention_tma_params *tp,
+                                  const cuda_attention_params *p, int32_t dtype) {
+  if (dev->planning) return 1; /* the driver encodes only in a current context; nothing launches now */
+  const int dp = p->head_dim <= 64 ? 64 : p->head_dim <= 128 ? 128 : 256;
+  const uint32_t keys = GK_ATTENTION_WGMMA_KEYS(dp);
+  const uint64_t q_dims[4] = {(uint64_t)p->head_dim, (uint64_t)p->q_len, (uint64_t)p->q_heads, (uint64_t)p->batch};
+  const uint64_t kv_dims[4] = {(uint64_t)p->head_dim, (uint64_t)p->kv_len, (uint64_t)p->kv_heads, (uint64_t)p->batch};
+  const uint32_t q_box[4] = {64, GK_ATTENTION_WGMMA_ROWS, 1, 1}, kv_box[4] = {64, keys, 1, 1};
+  tp->p = *p;
+  return describe_16bit_for_tma(&tp->q_map, dtype, p->q, 4, q_dims,
+                                (const int64_t[]){p->q_token_stride, p->q_stride, p->q_batch_stride}, q_box) &&
+         describe_16bit_for_tma(&tp->k_map, dtype, p->k, 4, kv_dims,
+                                (const int64_t[]){p->k_token_stride, p->k_stride, p->k_batch_stride}, kv_box) &&
+         describe_16bit_for_tma(&tp->v_map, dtype, p->v, 4, kv_dims,
+                                (const int64_t[]){p->v_token_stride, p->v_stride, p->v_batch_stride}, kv_box);
+}
+
 static gllmk_status run_attention(gllmk_plugin_device *dev, const gllmk_attention_args *args) {
   const gllmk_tensor *q = args->q, *k = args->k, *v = args->v, *out = args->out;
   cuda_attention_params p;
@@ -164,11 +186,12 @@ static gllmk_status run_attention(gllmk_plugin_device *dev, const gllmk_attentio
   const int dp_index = p.head_dim <= 64 ? 0 : p.head_dim <= 128 ? 1 : 2;
   const int prefill = dtype != GLLMK_F32 && p.vec && p.q_len >= 16 && p.batch <= (int32_t)MAX_GRID_YZ &&
                       p.q_heads <= (int32_t)MAX_GRID_YZ;
-  if (prefill && dev->wgmma && dp_index < 2) {
+  cuda_attention_tma_params tp;
+  if (prefill && dev->wgmma && p.scale >= 0.0f && describe_heads_for_tma(dev, &tp, &p, dtype)) {
     const int kernel = CK_attention_wgmma_f16_d64 + (dtype == GLLMK_BF16) + 2 * dp_index;
     return cuda_launch(dev, kernel, (uint32_t)ceil_div(p.q_len, GK_ATTENTION_WGMMA_ROWS), (uint32_t)p.q_heads,
                        (uint32_t)p.batch, GK_ATTENTION_WGMMA_THREADS,
-                       GK_ATTENTION_WGMMA_SMEM(64 << dp_index, dtype == GLLMK_BF16), &p);
+                       GK_ATTENTION_WGMMA_SMEM(64 << dp_index), &tp);
   }
   if (prefill && dev->sm >= 80) {
     const int kernel = CK_attention_mma_f16_d64 + (dtype == GLLMK_BF16) + 2 * dp_index;

@@ -84,7 +84,8 @@ static const char *const kernel_names[CK_COUNT] = {
 /* The id ranges and offsets kernel_smem_limit reads a kernel's variant from. */
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_mma, nk, kn), "kernels.def: matmul_mma order");
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_wgmma, n128, n256), "kernels.def: matmul_wgmma order");
-_Static_assert(CUDA_F16_BF16_PAIRS(attention_wgmma, d64, d128), "kernels.def: attention_wgmma order");
+_Static_assert(CUDA_F16_BF16_PAIRS(attention_wgmma, d64, d128) && CUDA_F16_BF16_PAIRS(attention_wgmma, d128, d256),
+               "kernels.def: attention_wgmma order");
 _Static_assert(CUDA_F16_BF16_PAIRS(attention_mma, d64, d128) && CUDA_F16_BF16_PAIRS(attention_mma, d128, d256),
                "kernels.def: attention_mma order");
 _Static_assert(CUDA_F16_BF16_PAIRS(attention_rows, d64, d128) && CUDA_F16_BF16_PAIRS(attention_rows, d128, d256),
@@ -97,10 +98,8 @@ static int kernel_smem_limit(const gllmk_plugin_device *dev, int id) {
   if (id >= CK_matmul_wgmma_f16_n128 && id <= CK_matmul_wgmma_bf16_n256)
     return dev->wgmma ? GK_MATMUL_WGMMA_SMEM(id >= CK_matmul_wgmma_f16_n256 ? 256 : 128) : 0;
   if (id >= CK_matmul_mma_f16_nk && id <= CK_matmul_mma_bf16_kn) return GK_MATMUL_MMA_SMEM;
-  if (id >= CK_attention_wgmma_f16_d64 && id <= CK_attention_wgmma_bf16_d128)
-    return dev->wgmma ? GK_ATTENTION_WGMMA_SMEM(64 << ((id - CK_attention_wgmma_f16_d64) / 2),
-                                                (id - CK_attention_wgmma_f16_d64) % 2)
-                      : 0;
+  if (id >= CK_attention_wgmma_f16_d64 && id <= CK_attention_wgmma_bf16_d256)
+    return dev->wgmma ? GK_ATTENTION_WGMMA_SMEM(64 << ((id - CK_attention_wgmma_f16_d64) / 2)) : 0;
   if (id >= CK_attention_mma_f16_d64 && id <= CK_attention_mma_bf16_d256)
     return GK_ATTENTION_MMA_SMEM(64 << ((id - CK_attention_mma_f16_d64) / 2));
   if (id >= CK_attention_rows_f16_d64 && id <= CK_attention_rows_bf16_d256)

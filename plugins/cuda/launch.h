@@ -47,6 +47,23 @@ static inline int strides_aligned16(const gllmk_tensor *t, const int64_t *stride
   return strides_aligned(t, strides, count, 16);
 }
 
+/* A TMA descriptor of a 16-bit tensor of `rank` dims (dims[0] contiguous;
+ * strides in elements for dims 1..rank-1) read in boxes of `box` elements
+ * with the 128-byte swizzle (box[0] = 64) and zeros past its ends. A dim of
+ * extent 1 takes any legal stride. Returns 0 where the driver cannot describe
+ * it (then another kernel runs). */
+static inline int describe_16bit_for_tma(cuda_tensor_map *map, int32_t dtype, uint64_t address, uint32_t rank,
+                                         const uint64_t *dims, const int64_t *strides, const uint32_t *box) {
+  if (!cu.cuTensorMapEncodeTiled || rank > 5) return 0;
+  uint64_t stride_bytes[4];
+  for (uint32_t i = 1; i < rank; i++) stride_bytes[i - 1] = dims[i] == 1 ? 16 : (uint64_t)strides[i - 1] * 2;
+  const uint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  return cu.cuTensorMapEncodeTiled(map, dtype == GLLMK_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                   rank, (void *)(uintptr_t)address, dims, stride_bytes, box, element_strides,
+                                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 static inline uint32_t clamp_u32(int64_t n, uint32_t max) { return n < 1 ? 1u : n > (int64_t)max ? max : (uint32_t)n; }
 
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

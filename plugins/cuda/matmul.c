@@ -26,18 +26,13 @@ _Static_assert(CUDA_F16_BF16_PAIRS(matmul_skinny, m1, m2) && CUDA_F16_BF16_PAIRS
                "kernels.def: matmul_skinny_{f16,bf16}_m{1,2,4} order");
 
 /* A TMA descriptor of a 16-bit K-major operand seen as (K, rows, batch),
- * read in boxes of `box_rows` rows x 64 columns with the 128-byte swizzle.
- * Returns 0 where the driver cannot describe it (then another kernel runs). */
+ * read in boxes of `box_rows` rows x 64 columns with the 128-byte swizzle. */
 static int describe_for_tma(cuda_tensor_map *map, int32_t dtype, uint64_t address, int64_t k, int64_t rows,
                             int64_t batch, int64_t row_stride, int64_t batch_stride, uint32_t box_rows) {
-  if (!cu.cuTensorMapEncodeTiled) return 0;
   const uint64_t dims[3] = {(uint64_t)k, (uint64_t)rows, (uint64_t)batch};
-  const uint64_t strides[2] = {(uint64_t)row_stride * 2, (uint64_t)batch_stride * 2};
-  const uint32_t box[3] = {GK_MATMUL_WGMMA_BK, box_rows, 1}, element_strides[3] = {1, 1, 1};
-  return cu.cuTensorMapEncodeTiled(map, dtype == GLLMK_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                                   3, (void *)(uintptr_t)address, dims, strides, box, element_strides,
-                                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  const int64_t strides[2] = {row_stride, batch_stride};
+  const uint32_t box[3] = {GK_MATMUL_WGMMA_BK, box_rows, 1};
+  return describe_16bit_for_tma(map, dtype, address, 3, dims, strides, box);
 }
 
 /* The distance between the matrices of a batched operand: the stride of its

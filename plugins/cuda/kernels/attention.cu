@@ -14,8 +14,9 @@
  *    contiguous prefill: 64 query rows of one head per block, 16 per warp,
  *    S = Q K^T and O += P V with mma.sync, P kept in registers.
  *  - attention_wgmma: the same on Hopper's warpgroup MMA (sm_90a image,
- *    head dims up to 128): 128 query rows per block, 128-key tiles (64
- *    for f16).
+ *    head dims up to 256), FlashAttention-3 style: a TMA loader warpgroup
+ *    and two multiplying warpgroups of 64 query rows taking turns at the
+ *    tensor cores; 128-key tiles (64 at D = 256).
  *
  * Rows are (token, head); a key j is visible to query token i of a sequence
  * with q_len new tokens and L keys when j < L and, if causal,
@@ -865,39 +866,59 @@ GK_ATTENTION_MMA_KERNEL(bf16, bf16, 256)
 
 /* ---------------------------------------- Hopper tensor-core attention */
 
-/* One step of O (or S) += A B on a warpgroup, N = 64 or 128 columns. */
-template <int N, int TRANS_B, class T>
-__device__ __forceinline__ void wgmma_rs(float *d, const uint32_t a[4], uint64_t desc_b, int accumulate) {
-  if constexpr (N == 64) wgmma_m64n64k16_rs<TRANS_B>(d, a, desc_b, accumulate, (T *)nullptr);
-  else wgmma_m64n128k16_rs<TRANS_B>(d, a, desc_b, accumulate, (T *)nullptr);
+/* One step of O += P V on a warpgroup (P in registers, V N-major in shared
+ * memory), N = 64, 128 or 256 columns. */
+template <int N, class T>
+__device__ __forceinline__ void wgmma_pv(float *d, const uint32_t a[4], uint64_t desc_b) {
+  if constexpr (N == 64) wgmma_m64n64k16_rs<1>(d, a, desc_b, 1, (T *)nullptr);
+  else if constexpr (N == 128) wgmma_m64n128k16_rs<1>(d, a, desc_b, 1, (T *)nullptr);
+  else wgmma_m64n256k16_rs<1>(d, a, desc_b, 1, (T *)nullptr);
+}
+/* One step of S (+)= Q K^T on a warpgroup, both K-major in shared memory,
+ * N = 64 or 128 keys. */
+template <int N, class T>
+__device__ __forceinline__ void wgmma_qk(float *d, uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  if constexpr (N == 64) wgmma_m64n64k16_ss(d, desc_a, desc_b, accumulate, (T *)nullptr);
+  else wgmma_m64n128k16_ss(d, desc_a, desc_b, accumulate, (T *)nullptr);
 }
 
 /* Contiguous prefill on Hopper (sm_90a image), f16/bf16, head dims padded
- * to 64 or 128: 128 query rows of one head per block, two warpgroups of 64
- * rows, tiles of 128 keys (64 for f16) double-buffered with cp.async, K a
- * tile ahead of V. S = Q K^T and O += P V are wgmma with A in registers
- * (Q loaded once, P straight from the S accumulators) and B in shared
- * memory (V read N-major, so never transposed). Each step issues the next
- * tile's scores and this tile's P V together, then turns the scores into
- * probabilities while the tensor cores work on P V. Tiles past the causal
- * diagonal are never loaded; only tiles that cross it (or the end of the
- * keys) are masked.
+ * to 64, 128 or 256, in the manner of FlashAttention-3: 128 query rows of
+ * one head a block and three warpgroups. One thread of warpgroup 0 loads Q
+ * once and K and V tiles of BKV keys into rings of two stages with TMA
+ * (full barriers complete when a tile's bytes land, empty ones when both
+ * multiplying warpgroups are done with it); warpgroups 1 and 2 each own 64
+ * query rows. Both products are wgmma: S = Q K^T from shared memory, O +=
+ * P V with P straight from the S accumulators in registers and V read
+ * N-major (never transposed). A step issues the next tile's scores and this
+ * tile's P V together, then turns the scores into probabilities while the
+ * tensor cores work on P V; and the two warpgroups take turns to issue
+ * (two named barriers), so that one's softmax runs under the other's
+ * products. Tiles past the causal diagonal are never loaded; only tiles
+ * that cross it (or the end of the keys) are masked.
  *
- * Shared memory: Q as [128][DP] rows with the mma.cuh swizzle (read by
- * ldmatrix); each K or V tile as DP / 64 slices [BKV keys][64], 128-byte
- * rows with 16-byte chunk c of row r at c ^ (r % 8), the layout wgmma's
- * 128-byte swizzle expects. */
-template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_attention_params &p) {
+ * Shared memory: Q and each K or V tile as DP / 64 slices [rows][64],
+ * 128-byte rows with 16-byte chunk c of row r at c ^ (r % 8) (TMA's and
+ * wgmma's 128-byte swizzle). TMA fills what lies past the tensors' ends
+ * (rows past q_len or kv_len, dims past head_dim) with zeros; a V tile
+ * that holds keys past a shorter kv_lens[b] is copied by the loading warp
+ * with cp.async instead, zero-filled, since a 0 probability times
+ * whatever lies there could still be a NaN. */
+template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_attention_tma_params &P) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const cuda_attention_params &p = P.p;
   constexpr bool SPLIT = p_split<T>::value;
-  constexpr int BQ = GK_ATTENTION_WGMMA_ROWS, BKV = GK_ATTENTION_WGMMA_KEYS(!SPLIT), CH = DP / 8;
-  constexpr int THREADS = GK_ATTENTION_WGMMA_THREADS, TILE = BKV * DP; /* elements of a K or V tile */
+  constexpr int BQ = GK_ATTENTION_WGMMA_ROWS, BKV = GK_ATTENTION_WGMMA_KEYS(DP);
+  constexpr int STAGES = GK_ATTENTION_WGMMA_STAGES, SLICES = DP / 64, CH = DP / 8;
+  constexpr int TILE = BKV * DP; /* elements of a K or V tile */
   extern __shared__ __align__(128) unsigned char smem_raw[];
   /* The swizzle pattern repeats every 1024 bytes: align the tiles to it. */
   T *q_s = reinterpret_cast<T *>(smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023));
-  T *k_s = q_s + BQ * DP; /* two tiles */
-  T *v_s = k_s + 2 * TILE;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  T *k_s = q_s + BQ * DP; /* STAGES tiles */
+  T *v_s = k_s + STAGES * TILE;
+  uint64_t *q_full = reinterpret_cast<uint64_t *>(v_s + STAGES * TILE);
+  uint64_t *k_full = q_full + 1, *k_empty = k_full + STAGES, *v_full = k_empty + STAGES, *v_empty = v_full + STAGES;
+  const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int qt = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x; /* longest first */
   const int q0 = qt * BQ, h = blockIdx.y, b = blockIdx.z;
   const int hk = h / (p.q_heads / p.kv_heads);
@@ -910,67 +931,64 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_atten
   };
   const int key_end = row_end(q0 + BQ - 1), unmasked_end = row_end(q0);
   const int ntiles = (key_end + BKV - 1) / BKV;
-  const T *Q = reinterpret_cast<const T *>(p.q);
-  const T *K = reinterpret_cast<const T *>(p.k);
-  const T *V = reinterpret_cast<const T *>(p.v);
-
-  static_assert(THREADS % CH == 0 && BQ * CH % THREADS == 0 && BKV * CH % THREADS == 0, "whole rows per pass");
-#pragma unroll
-  for (int k = 0; k < BQ * CH / THREADS; k++) {
-    const int i = threadIdx.x + k * THREADS, r = i / CH, c = i % CH, s = q0 + r;
-    const bool ok = s < sq && 8 * c < d;
-    const T *src =
-        ok ? Q + (int64_t)b * p.q_batch_stride + (int64_t)s * p.q_token_stride + (int64_t)h * p.q_stride + 8 * c : Q;
-    cp_async16(q_s + r * DP + 8 * swizzle<CH>(r, c), src, ok ? 16 : 0);
-  }
-  /* Each thread copies 16-byte chunk `lc` of rows lr, lr + ROW_STEP, ... of
-   * every K and V tile: its source pointers and its place in a tile (the
-   * swizzle is the same for all of its rows) are worked out once. */
-  constexpr int ROW_STEP = THREADS / CH;
-  static_assert(ROW_STEP % 8 == 0, "a thread's rows share their swizzle");
-  const int lc = threadIdx.x % CH, lr = threadIdx.x / CH;
-  const bool chunk_ok = 8 * lc < d;
-  const int dst_at = (lc / 8) * BKV * 64 + lr * 64 + 8 * ((lc ^ lr) & 7);
-  const int64_t k_key_step = p.k_token_stride, v_key_step = p.v_token_stride;
-  const T *k_src = K + k_row_at(p, b, 0, hk) + lr * k_key_step + 8 * lc;
-  const T *v_src = V + v_row_at(p, b, 0, hk) + lr * v_key_step + 8 * lc;
-  /* Keys j0 .. j0 + BKV - 1 of K or V into a tile, zeros past key_end. */
-  auto load_tile = [&](T *tile, const T *src, const T *base, int64_t key_step, int j0) {
-    src += j0 * key_step;
-#pragma unroll
-    for (int k = 0; k < BKV / ROW_STEP; k++) {
-      const bool ok = chunk_ok && j0 + lr + k * ROW_STEP < key_end;
-      cp_async16(tile + dst_at + k * ROW_STEP * 64, ok ? src + k * ROW_STEP * key_step : base, ok ? 16 : 0);
+  if (threadIdx.x == 0) {
+    mbarrier_init(q_full, 1);
+    for (int s = 0; s < STAGES; s++) {
+      mbarrier_init(&k_full[s], 1);
+      mbarrier_init(&v_full[s], 1);
+      mbarrier_init(&k_empty[s], 2);
+      mbarrier_init(&v_empty[s], 2);
     }
-  };
-  auto load_k = [&](T *tile, int j0) { load_tile(tile, k_src, K, k_key_step, j0); };
-  auto load_v = [&](T *tile, int j0) { load_tile(tile, v_src, V, v_key_step, j0); };
-  if (ntiles > 0) load_k(k_s, 0);
-  cp_async_commit();
-  if (ntiles > 0) load_v(v_s, 0);
-  if (ntiles > 1) load_k(k_s + TILE, BKV);
-  cp_async_commit();
-  cp_async_wait<1>(); /* Q and the first K tile */
-  fence_proxy_async();
+  }
   __syncthreads();
 
-  /* Q as A fragments. A negative scale flips Q's signs (exact) so that the
-   * scale applied to the scores is positive and maxima stay maxima; a zero
-   * scale becomes the smallest normal float so that masked scores stay -inf. */
-  uint32_t qf[DP / 16][4];
-  const int qr = 16 * warp + (lane & 15);
-#pragma unroll
-  for (int ks = 0; ks < DP / 16; ks++) {
-    ldmatrix_x4(qf[ks], q_s + qr * DP + 8 * swizzle<CH>(qr, 2 * ks + (lane >> 4)));
-    if (p.scale < 0.0f)
-#pragma unroll
-      for (int e = 0; e < 4; e++) qf[ks][e] ^= 0x80008000u;
+  if (warpgroup == 0) { /* loader */
+    setmaxnreg_dec<40>();
+    if (warp != 0 || ntiles == 0) return;
+    constexpr uint32_t Q_BYTES = BQ * DP * 2, TILE_BYTES = TILE * 2;
+    if (lane == 0) {
+      mbarrier_arrive_expect_tx(q_full, Q_BYTES);
+      for (int sl = 0; sl < SLICES; sl++) tma_load_4d(q_s + sl * BQ * 64, &P.q_map, 64 * sl, q0, h, b, q_full);
+    }
+    const T *V = reinterpret_cast<const T *>(p.v);
+    for (int it = 0; it < ntiles; it++) {
+      const int s = it % STAGES, j0 = it * BKV;
+      T *kt = k_s + s * TILE, *vt = v_s + s * TILE;
+      if (it >= STAGES) mbarrier_wait(&k_empty[s], ((it / STAGES) & 1) ^ 1);
+      if (lane == 0) {
+        mbarrier_arrive_expect_tx(&k_full[s], TILE_BYTES);
+        for (int sl = 0; sl < SLICES; sl++) tma_load_4d(kt + sl * BKV * 64, &P.k_map, 64 * sl, j0, hk, b, &k_full[s]);
+      }
+      if (it >= STAGES) mbarrier_wait(&v_empty[s], ((it / STAGES) & 1) ^ 1);
+      if (j0 + BKV > len && len < p.kv_len) {
+        for (int i = lane; i < BKV * CH; i += 32) {
+          const int r = i / CH, c = i % CH;
+          const bool ok = j0 + r < len && 8 * c < d;
+          cp_async16(vt + (c / 8) * BKV * 64 + r * 64 + 8 * ((c ^ r) & 7),
+                     ok ? V + v_row_at(p, b, j0 + r, hk) + 8 * c : V, ok ? 16 : 0);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) mbarrier_arrive(&v_full[s]);
+      } else if (lane == 0) {
+        mbarrier_arrive_expect_tx(&v_full[s], TILE_BYTES);
+        for (int sl = 0; sl < SLICES; sl++) tma_load_4d(vt + sl * BKV * 64, &P.v_map, 64 * sl, j0, hk, b, &v_full[s]);
+      }
+      __syncwarp();
+    }
+    return;
   }
-  const float scale_log2 = fmaxf(fabsf(p.scale) * 1.4426950408889634f, 1.17549435e-38f);
+  setmaxnreg_inc<232>();
 
+  const int group = warpgroup - 1; /* query rows 64 group .. 64 group + 63 of the block */
+  /* Scale: a negative one runs on attention_mma (the host's choice); a zero
+   * one becomes the smallest normal float so that masked scores stay -inf. */
+  const float scale_log2 = fmaxf(p.scale * 1.4426950408889634f, 1.17549435e-38f);
   /* This thread's rows: row0 and row0 + 8 (accumulator elements 4 j + {0, 1}
    * and 4 j + {2, 3}), keys / columns 8 j + 2 (lane % 4) + {0, 1}. */
-  const int row0 = q0 + 16 * warp + (lane >> 2);
+  const int row0 = q0 + 64 * group + 16 * warp + (lane >> 2);
   const int end[2] = {row_end(row0), row_end(row0 + 8)};
   float s[BKV / 2], o[DP / 2];
 #pragma unroll
@@ -978,18 +996,20 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_atten
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* m in log2 units */
   uint32_t pf[BKV / 16][4], pf_lo[SPLIT ? BKV / 16 : 1][4];
 
+  const T *q_rows = q_s + group * 64 * 64;
   auto issue_scores = [&](const T *kt) {
 #pragma unroll
     for (int ks = 0; ks < DP / 16; ks++)
-      wgmma_rs<BKV, 0, T>(s, qf[ks], wgmma_descriptor(kt + (ks / 4) * BKV * 64 + (ks % 4) * 16), ks > 0);
+      wgmma_qk<BKV, T>(s, wgmma_descriptor(q_rows + (ks / 4) * BQ * 64 + (ks % 4) * 16),
+                       wgmma_descriptor(kt + (ks / 4) * BKV * 64 + (ks % 4) * 16), ks > 0);
     wgmma_commit();
   };
   auto issue_pv = [&](const T *vt) {
 #pragma unroll
     for (int kk = 0; kk < BKV / 16; kk++) {
       const uint64_t desc = wgmma_descriptor_n_major(vt + kk * 16 * 64, BKV * 128);
-      wgmma_rs<DP, 1, T>(o, pf[kk], desc, 1);
-      if (SPLIT) wgmma_rs<DP, 1, T>(o, pf_lo[SPLIT ? kk : 0], desc, 1);
+      wgmma_pv<DP, T>(o, pf[kk], desc);
+      if (SPLIT) wgmma_pv<DP, T>(o, pf_lo[SPLIT ? kk : 0], desc);
     }
     wgmma_commit();
   };
@@ -1038,56 +1058,72 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_atten
     }
     return rescale;
   };
+  /* P as A fragments. Unsplit (bf16), P V multiplies the probabilities
+   * rounded, while l sums them as they were: the weights' rounding (2^-9) is
+   * what bf16 allows either way, and summing the rounded ones cost the
+   * softmax-bound D = 64 kernel 7%. */
   auto to_fragments = [&]() {
 #pragma unroll
     for (int kk = 0; kk < BKV / 16; kk++) p_fragments<T>(s + 8 * kk, s + 8 * kk + 4, pf[kk], pf_lo[SPLIT ? kk : 0]);
   };
-  /* Waits for this thread's copies, then for everyone's: the tiles are
-   * complete and no warpgroup still reads the buffers refilled next. */
-  auto tiles_ready = [&]() {
-    cp_async_wait<0>();
-    fence_proxy_async();
-    __syncthreads();
+  /* Hands stage `st` of a ring back to the loader (one arrival a warpgroup). */
+  auto release = [&](uint64_t *empty, int st) {
+    if ((threadIdx.x & 127) == 0) mbarrier_arrive(&empty[st]);
   };
+  /* Turns at the tensor cores: warpgroup g issues between a sync on barrier
+   * 1 + g and an arrival at the other's. Each takes ntiles + 1 turns; the
+   * first turn is group 0's, and group 1 does not pass on its last. */
+  auto my_turn = [&]() { named_barrier_sync(1 + group, 256); };
+  auto pass_turn = [&]() { named_barrier_arrive(2 - group, 256); };
 
   if (ntiles > 0) {
-    float alpha[2];
+    if (group == 1) pass_turn();
+    mbarrier_wait(q_full, 0);
+    mbarrier_wait(&k_full[0], 0);
+    my_turn();
     wgmma_fence();
     issue_scores(k_s);
+    pass_turn();
     wgmma_wait<0>();
     wgmma_fence_registers(s);
+    release(k_empty, 0);
+    float alpha[2];
     fold_scores(0, alpha);
     to_fragments();
   }
-  for (int it = 0; it + 1 < ntiles; it++) {
-    tiles_ready(); /* V tile it and K tile it + 1 */
+  for (int it = 1; it < ntiles; it++) {
+    const int st = it % STAGES, prev = (it - 1) % STAGES;
+    mbarrier_wait(&k_full[st], (it / STAGES) & 1);
+    /* (Waiting between the two issues would make ptxas fence them apart.) */
+    mbarrier_wait(&v_full[prev], ((it - 1) / STAGES) & 1);
+    my_turn();
     wgmma_fence();
-    issue_scores(k_s + ((it + 1) & 1) * TILE);
-    issue_pv(v_s + (it & 1) * TILE);
-    /* The copies go out while the tensor cores work, into the buffers that
-     * the last step's products are done with. */
-    if (it + 2 < ntiles) load_k(k_s + (it & 1) * TILE, (it + 2) * BKV);
-    load_v(v_s + ((it + 1) & 1) * TILE, (it + 1) * BKV);
-    cp_async_commit();
+    issue_scores(k_s + st * TILE);
+    issue_pv(v_s + prev * TILE);
+    pass_turn();
     float alpha[2];
     wgmma_wait<1>(); /* the scores */
     wgmma_fence_registers(s);
-    const bool rescale = fold_scores((it + 1) * BKV, alpha);
+    release(k_empty, st);
+    const bool rescale = fold_scores(it * BKV, alpha);
     wgmma_wait<0>(); /* P V */
     wgmma_fence_registers(o);
+    release(v_empty, prev);
     if (rescale)
 #pragma unroll
       for (int i = 0; i < DP / 2; i++) o[i] *= alpha[(i >> 1) & 1];
     to_fragments();
   }
   if (ntiles > 0) {
-    tiles_ready();
+    const int last = (ntiles - 1) % STAGES;
+    mbarrier_wait(&v_full[last], ((ntiles - 1) / STAGES) & 1);
+    my_turn();
     wgmma_fence();
-    issue_pv(v_s + ((ntiles - 1) & 1) * TILE);
+    issue_pv(v_s + last * TILE);
+    if (group == 0) pass_turn();
     wgmma_wait<0>();
     wgmma_fence_registers(o);
   }
-  cp_async_wait<0>();
 
   write_attention_rows<T, DP>(p, b, h, sq, d, row0, lane, m, l, [&](int i, int e) { return o[4 * i + e]; });
 #endif
@@ -1095,8 +1131,10 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_atten
 
 #define GK_ATTENTION_WGMMA_KERNEL(dname, T, DP)                                                      \
   GK_ENTRY(__launch_bounds__(GK_ATTENTION_WGMMA_THREADS, 1), gk_attention_wgmma_##dname##_d##DP, \
-           cuda_attention_params, attention_wgmma_impl<T, DP>(p))
+           __grid_constant__ cuda_attention_tma_params, attention_wgmma_impl<T, DP>(p))
 GK_ATTENTION_WGMMA_KERNEL(f16, f16, 64)
 GK_ATTENTION_WGMMA_KERNEL(bf16, bf16, 64)
 GK_ATTENTION_WGMMA_KERNEL(f16, f16, 128)
 GK_ATTENTION_WGMMA_KERNEL(bf16, bf16, 128)
+GK_ATTENTION_WGMMA_KERNEL(f16, f16, 256)
+GK_ATTENTION_WGMMA_KERNEL(bf16, bf16, 256)

@@ -172,6 +172,13 @@ typedef struct cuda_attention_params {
   int32_t pad_;
 } cuda_attention_params;
 
+/* attention_wgmma: q, k and v described as 4-D tensors (head dim, tokens,
+ * heads, batch) read in boxes of 64 x rows with the 128-byte swizzle. */
+typedef struct cuda_attention_tma_params {
+  cuda_tensor_map q_map, k_map, v_map;
+  cuda_attention_params p;
+} cuda_attention_tma_params;
+
 /* Combines split-K partial results of attention into out (and lse). */
 typedef cuda_attention_params cuda_attention_combine_params;
 
@@ -257,13 +264,15 @@ typedef struct cuda_sample_params {
 #define GK_ATTENTION_MMA_KEYS(dp) ((dp) == 256 ? 32 : 64)
 #define GK_ATTENTION_MMA_SMEM(dp) \
   ((GK_ATTENTION_MMA_ROWS * (dp) + 4 * GK_ATTENTION_MMA_KEYS(dp) * (dp)) * 2)
-/* Hopper attention: query rows per block (two warpgroups), keys per tile
- * (f16 takes 64: its P has a second, low half in registers); Q, two K and
- * two V tiles, plus 1024 bytes to align them to the swizzle pattern. */
+/* Hopper attention: query rows per block (two multiplying warpgroups of 64,
+ * behind a loading one), keys per tile, stages of the K and V rings (more
+ * were no faster on an H200); Q, the rings, 1024 bytes to align them to the
+ * swizzle pattern and the barriers. */
 #define GK_ATTENTION_WGMMA_ROWS 128
-#define GK_ATTENTION_WGMMA_KEYS(is_bf16) ((is_bf16) ? 128 : 64)
-#define GK_ATTENTION_WGMMA_THREADS 256
-#define GK_ATTENTION_WGMMA_SMEM(dp, is_bf16) \
-  ((GK_ATTENTION_WGMMA_ROWS * (dp) + 4 * GK_ATTENTION_WGMMA_KEYS(is_bf16) * (dp)) * 2 + 1024)
+#define GK_ATTENTION_WGMMA_KEYS(dp) ((dp) == 256 ? 64 : 128)
+#define GK_ATTENTION_WGMMA_THREADS 384
+#define GK_ATTENTION_WGMMA_STAGES 2
+#define GK_ATTENTION_WGMMA_SMEM(dp) \
+  ((GK_ATTENTION_WGMMA_ROWS + 2 * GK_ATTENTION_WGMMA_STAGES * GK_ATTENTION_WGMMA_KEYS(dp)) * (dp) * 2 + 1024 + 128)
 
 #endif /* GLLMK_CUDA_PARAMS_H_ */

@@ -1,9 +1,9 @@
 /*
  * wgmma.cuh - Hopper warpgroup matrix multiply (sm_90a only): shared-memory
- * matrix descriptors, wgmma.mma_async m64nNk16 (N = 128, 256) with f32
- * accumulators and A from shared memory, and m64n64k16 / m64n128k16 with A
- * in registers. Each of the 128 threads of a warpgroup holds N / 2
- * accumulators: for n8
+ * matrix descriptors, wgmma.mma_async m64nNk16 with f32 accumulators, A
+ * from shared memory (N = 64, 128, 256) or from registers (N = 64, 128,
+ * 256), TMA loads, mbarriers, named barriers and setmaxnreg. Each of the
+ * 128 threads of a warpgroup holds N / 2 accumulators: for n8
  * chunk j, d[4j], d[4j+1] are row 16 w + lane / 4 (w = warp in the group),
  * columns 8 j + 2 (lane % 4) + {0, 1}; d[4j+2], d[4j+3] the same 8 rows down.
  */
@@ -89,6 +89,38 @@ __device__ __forceinline__ void tma_load_3d(void *dst, const cuda_tensor_map *ma
       : "memory");
 #endif
 }
+/* The same for a 4-D tensor (x, y, z, w). */
+__device__ __forceinline__ void tma_load_4d(void *dst, const cuda_tensor_map *map, int x, int y, int z, int w,
+                                            uint64_t *bar) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::
+          "r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(w), "r"(smem_addr(bar))
+      : "memory");
+#endif
+}
+/* Named barrier `id` (1-15; 0 is __syncthreads') of `threads` threads:
+ * sync waits for the others, arrive only counts this warp in. */
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+/* Moves registers between the warpgroups of a block (every thread of a
+ * warpgroup executes it): a loader warpgroup gives up what it does not need
+ * so that the multiplying ones can hold their accumulators. */
+template <int REGS> __device__ __forceinline__ void setmaxnreg_dec() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+#endif
+}
+template <int REGS> __device__ __forceinline__ void setmaxnreg_inc() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+#endif
+}
 /* Waits until the phase with the given parity has completed. */
 __device__ __forceinline__ void mbarrier_wait(uint64_t *bar, int parity) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -140,6 +172,34 @@ GK_WGMMA_M64N128K16(f16, "f16")
 GK_WGMMA_M64N256K16(bf16, "bf16")
 GK_WGMMA_M64N256K16(f16, "f16")
 
+/* d (+)= a b for one m64nNk16 step with A and B in shared memory (both
+ * K-major); accumulate = 0 overwrites d. */
+#define GK_WGMMA_M64N64K16_SS(T, TYPE)                                                                    \
+  __device__ __forceinline__ void wgmma_m64n64k16_ss(float d[32], uint64_t desc_a, uint64_t desc_b,       \
+                                                     int accumulate, T *) {                               \
+    GK_IF_SM90A(asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                 \
+                             "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "              \
+                             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                                                                 \
+                             "%32, %33, p, 1, 1, 0, 0;\n}\n"                                              \
+                             : GK_ACC32(d, 0)                                                             \
+                             : "l"(desc_a), "l"(desc_b), "r"(accumulate));)                               \
+  }
+GK_WGMMA_M64N64K16_SS(bf16, "bf16")
+GK_WGMMA_M64N64K16_SS(f16, "f16")
+
+#define GK_WGMMA_M64N128K16_SS(T, TYPE)                                                                   \
+  __device__ __forceinline__ void wgmma_m64n128k16_ss(float d[64], uint64_t desc_a, uint64_t desc_b,      \
+                                                      int accumulate, T *) {                              \
+    GK_IF_SM90A(asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                 \
+                             "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " "             \
+                             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                                                                 \
+                             "%64, %65, p, 1, 1, 0, 0;\n}\n"                                              \
+                             : GK_ACC64(d, 0)                                                             \
+                             : "l"(desc_a), "l"(desc_b), "r"(accumulate));)                               \
+  }
+GK_WGMMA_M64N128K16_SS(bf16, "bf16")
+GK_WGMMA_M64N128K16_SS(f16, "f16")
+
 /* d (+)= a b for one m64nNk16 step with A (64 x 16) in registers: each warp
  * w of the group holds rows 16 w .. 16 w + 15 in the mma.sync m16n8k16 A
  * layout (a[0]: row lane / 4, k 2 (lane % 4) + {0, 1}; a[1]: 8 rows down;
@@ -175,5 +235,20 @@ GK_WGMMA_M64N64K16_RS(f16, "f16")
   }
 GK_WGMMA_M64N128K16_RS(bf16, "bf16")
 GK_WGMMA_M64N128K16_RS(f16, "f16")
+
+#define GK_WGMMA_M64N256K16_RS(T, TYPE)                                                                   \
+  template <int TRANS_B>                                                                                  \
+  __device__ __forceinline__ void wgmma_m64n256k16_rs(float d[128], const uint32_t a[4], uint64_t desc_b, \
+                                                      int accumulate, T *) {                              \
+    GK_IF_SM90A(asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %134, 0;\n"                                \
+                             "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " "             \
+                             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "                                                                \
+                             "{%128, %129, %130, %131}, %132, p, 1, 1, %133;\n}\n"                        \
+                             : GK_ACC64(d, 0), GK_ACC64(d, 64)                                            \
+                             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B),     \
+                               "r"(accumulate));)                                                         \
+  }
+GK_WGMMA_M64N256K16_RS(bf16, "bf16")
+GK_WGMMA_M64N256K16_RS(f16, "f16")
 
 #endif /* GLLMK_CUDA_WGMMA_CUH_ */
