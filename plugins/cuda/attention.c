@@ -187,10 +187,12 @@ static gllmk_status run_attention(gllmk_plugin_device *dev, const gllmk_attentio
   const int prefill = dtype != GLLMK_F32 && p.vec && p.q_len >= 16 && p.batch <= (int32_t)MAX_GRID_YZ &&
                       p.q_heads <= (int32_t)MAX_GRID_YZ;
   cuda_attention_tma_params tp;
-  if (prefill && dev->wgmma && p.scale >= 0.0f && describe_heads_for_tma(dev, &tp, &p, dtype)) {
+  const int64_t q_tiles = ceil_div(p.q_len, GK_ATTENTION_WGMMA_ROWS);
+  if (prefill && dev->wgmma && p.scale >= 0.0f && q_tiles <= MAX_GRID_YZ && describe_heads_for_tma(dev, &tp, &p, dtype)) {
     const int kernel = CK_attention_wgmma_f16_d64 + (dtype == GLLMK_BF16) + 2 * dp_index;
-    return cuda_launch(dev, kernel, (uint32_t)ceil_div(p.q_len, GK_ATTENTION_WGMMA_ROWS), (uint32_t)p.q_heads,
-                       (uint32_t)p.batch, GK_ATTENTION_WGMMA_THREADS,
+    /* The grid's order: see attention_wgmma_impl. */
+    const uint32_t gx = (uint32_t)(p.causal ? p.q_heads : q_tiles), gy = (uint32_t)(p.causal ? q_tiles : p.q_heads);
+    return cuda_launch(dev, kernel, gx, gy, (uint32_t)p.batch, GK_ATTENTION_WGMMA_THREADS,
                        GK_ATTENTION_WGMMA_SMEM(64 << dp_index), &tp);
   }
   if (prefill && dev->sm >= 80) {

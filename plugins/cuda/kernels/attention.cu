@@ -919,8 +919,12 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_atten
   uint64_t *q_full = reinterpret_cast<uint64_t *>(v_s + STAGES * TILE);
   uint64_t *k_full = q_full + 1, *k_empty = k_full + STAGES, *v_full = k_empty + STAGES, *v_empty = v_full + STAGES;
   const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int qt = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x; /* longest first */
-  const int q0 = qt * BQ, h = blockIdx.y, b = blockIdx.z;
+  /* Blocks start in the grid's order, x first. Causal (heads, query tiles,
+   * batch): every head's longest tiles of a sequence go before any shorter
+   * one, so that a sequence's last wave holds short blocks. Otherwise
+   * (query tiles, heads, batch): a wave shares few heads' keys in L2. */
+  const int qt = p.causal ? gridDim.y - 1 - blockIdx.y : blockIdx.x;
+  const int q0 = qt * BQ, h = p.causal ? blockIdx.x : blockIdx.y, b = blockIdx.z;
   const int hk = h / (p.q_heads / p.kv_heads);
   const int d = p.head_dim, sq = p.q_len;
   const int len = kv_len_of(p, b);
