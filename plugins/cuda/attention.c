@@ -134,9 +134,8 @@ static gllmk_status launch_attention_rows(gllmk_plugin_device *dev, cuda_attenti
  * the driver cannot describe one (then attention_mma runs). Planning
  * (cuda_attention_supports) assumes it can: either kernel takes the call. */
 static int describe_heads_for_tma(const gllmk_plugin_device *dev, cuda_attention_tma_params *tp,
-                                  const cuda_attention_params *p, int32_t dtype) {
+                                  const cuda_attention_params *p, int32_t dtype, int dp) {
   if (dev->planning) return 1; /* the driver encodes only in a current context; nothing launches now */
-  const int dp = p->head_dim <= 64 ? 64 : p->head_dim <= 128 ? 128 : 256;
   const uint32_t keys = GK_ATTENTION_WGMMA_KEYS(dp);
   const uint64_t q_dims[4] = {(uint64_t)p->head_dim, (uint64_t)p->q_len, (uint64_t)p->q_heads, (uint64_t)p->batch};
   const uint64_t kv_dims[4] = {(uint64_t)p->head_dim, (uint64_t)p->kv_len, (uint64_t)p->kv_heads, (uint64_t)p->batch};
@@ -188,7 +187,7 @@ static gllmk_status run_attention(gllmk_plugin_device *dev, const gllmk_attentio
                       p.q_heads <= (int32_t)MAX_GRID_YZ;
   cuda_attention_tma_params tp;
   const int64_t q_tiles = ceil_div(p.q_len, GK_ATTENTION_WGMMA_ROWS);
-  if (prefill && dev->wgmma && p.scale >= 0.0f && q_tiles <= MAX_GRID_YZ && describe_heads_for_tma(dev, &tp, &p, dtype)) {
+  if (prefill && dev->wgmma && p.scale >= 0.0f && q_tiles <= MAX_GRID_YZ && describe_heads_for_tma(dev, &tp, &p, dtype, 64 << dp_index)) {
     const int kernel = CK_attention_wgmma_f16_d64 + (dtype == GLLMK_BF16) + 2 * dp_index;
     /* The grid's order: see attention_wgmma_impl. */
     const uint32_t gx = (uint32_t)(p.causal ? p.q_heads : q_tiles), gy = (uint32_t)(p.causal ? q_tiles : p.q_heads);

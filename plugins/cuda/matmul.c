@@ -188,7 +188,7 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
     cuda_matmul_tma_params tp;
     if (describe_for_tma(&tp.a_map, dtype, p.a, p.k, p.m, p.batch, p.lda, p.a_batch_stride, GK_MATMUL_WGMMA_BM) &&
         describe_for_tma(&tp.b_map, dtype, p.b, p.k, p.n, p.b_batch_stride ? p.batch : 1, p.ldb,
-                         p.b_batch_stride ? p.b_batch_stride : p.n * p.ldb, (uint32_t)bn)) {
+                         p.b_batch_stride, (uint32_t)bn)) {
       tp.p = p;
       const int64_t tiles = ceil_div(p.m, GK_MATMUL_WGMMA_BM) * ceil_div(p.n, bn);
       const int kernel = CK_matmul_wgmma_f16_n128 + (dtype == GLLMK_BF16) + 2 * (bn == 256);
