@@ -1111,6 +1111,7 @@ static void conf_paged_attention(void) {
       {4, 1, 256, 16, 3, {45, 20, 2}, {1, 0, 2}, "decode with an empty sequence, D=256", false},
       {4, 4, 64, 5, 2, {23, 9}, {1, 1}, "decode, odd block size", false},
       {8, 2, 128, 16, 2, {300, 77}, {1, 1}, "GQA decode, rising scores", true},
+      {8, 2, 128, 16, 1, {4000}, {1}, "decode of one long sequence (cuda: the most splits)", false},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++) {
@@ -1158,9 +1159,14 @@ static void argmax_case(gllmk_dtype dtype, shape logits_shape, bool ties) {
   rows_cols(logits_shape, &rows, &vocab);
   dev logits = dev_new(dtype, logits_shape);
   for (int64_t i = 0; i < logits.numel; i++) logits.host[i] = test_rng_uniform(&S.rng, -10, 10);
+  /* Three copies of the maximum at random columns, and a fourth next to one
+   * of them (a tie within one 8-element load: cuda looks there by value). */
   for (int64_t r = 0; ties && r < rows; r++)
-    for (int copies = 0; copies < 3; copies++)
-      logits.host[r * vocab + test_rng_int(&S.rng, 0, vocab - 1)] = 12.0;
+    for (int copies = 0; copies < 3; copies++) {
+      const int64_t c = test_rng_int(&S.rng, 0, vocab - 1);
+      logits.host[r * vocab + c] = 12.0;
+      if (copies == 0 && c + 1 < vocab) logits.host[r * vocab + c + 1] = 12.0;
+    }
   expect_argmax(what, &logits, logits_shape);
 }
 

@@ -125,8 +125,9 @@ static gllmk_status launch_attention_rows(gllmk_plugin_device *dev, cuda_attenti
       cuda_launch(dev, kernel, (uint32_t)gx, (uint32_t)gy, (uint32_t)splits, (uint32_t)threads, (uint32_t)smem, p);
   if (status != GLLMK_OK || splits == 1) return status;
   const int64_t rows = (int64_t)p->tokens * p->q_heads;
-  return cuda_launch(dev, CK_attention_combine_f32 + variant(dtype), clamp_u32(ceil_div(rows, 4), MAX_GRID_X), 1, 1,
-                     128, 0, p);
+  const int64_t combine_blocks = ceil_div(rows * (p->head_dim / 4), 128); /* a thread for 4 dims of a row */
+  return cuda_launch(dev, CK_attention_combine_f32 + variant(dtype), clamp_u32(combine_blocks, MAX_GRID_X), 1, 1, 128, 0,
+                     p);
 }
 
 /* attention_wgmma's TMA descriptors of q, k and v as (head dim, tokens,

@@ -331,32 +331,49 @@ template <class T> __device__ void attention_simt_impl(const cuda_attention_para
 GK_FLOAT_KERNELS(attention_simt, attention_simt_impl, cuda_attention_params,
                  __launch_bounds__(GK_ATTENTION_WARPS * 32))
 
-/* Merges the splits of every row (token, head): one warp per row. The
- * lanes find the row's maximum over the splits' log-sum-exps together; the
- * weighted sum then walks the splits with no branch on what it loads, so
- * that the loads of several splits are in flight at once. */
+/* Merges the splits of every row (token, head): a thread per 4 dims of a
+ * row (head_dim is a multiple of 8; a warp covers 128 dims). Each takes the splits 16 at a time, every
+ * load of a group issued before any is used, with a running maximum of
+ * their log-sum-exps: few rows of many splits (decode of one sequence, 16-32
+ * splits) then wait on memory once or twice, where a loop of one split a
+ * step waited on every split in turn (B = 1: 8.5 us for 16 splits, 14.5 us
+ * for 32, on an H200). */
 template <class T> __device__ void attention_combine_impl(const cuda_attention_params &p) {
-  const int lane = threadIdx.x & 31, d = p.head_dim;
+  constexpr int GROUP = 16;
+  const int d = p.head_dim, chunks = d / 4;
   const int64_t rows = (int64_t)p.tokens * p.q_heads;
-  const int64_t row = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (row >= rows) return;
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= rows * chunks) return;
+  const int64_t row = i / chunks;
+  const int c = 4 * (int)(i % chunks); /* this thread's first dim */
   const float *plse = reinterpret_cast<const float *>(p.partial_lse);
   const float *pout = reinterpret_cast<const float *>(p.partial_out);
-  float m = -INFINITY;
-  for (int s = lane; s < p.splits; s += 32) m = fmaxf(m, plse[s * rows + row]);
-  m = warp_max(m);
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, total = 0.0f;
-  if (m != -INFINITY) {
-#pragma unroll 4
-    for (int s = 0; s < p.splits; s++) {
-      const float w = expf(plse[s * rows + row] - m); /* 0 for a split that saw no key */
+  float m = -INFINITY, total = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int s0 = 0; s0 < p.splits; s0 += GROUP) {
+    float lse[GROUP], v[GROUP][4];
+#pragma unroll
+    for (int g = 0; g < GROUP; g++) {
+      const int s = s0 + g;
+      lse[g] = s < p.splits ? plse[s * rows + row] : -INFINITY;
+      const float4 q = s < p.splits ? *reinterpret_cast<const float4 *>(pout + (s * rows + row) * d + c)
+                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      v[g][0] = q.x, v[g][1] = q.y, v[g][2] = q.z, v[g][3] = q.w;
+    }
+    float m_group = m;
+#pragma unroll
+    for (int g = 0; g < GROUP; g++) m_group = fmaxf(m_group, lse[g]);
+    if (m_group == -INFINITY) continue; /* no split so far saw a key */
+    const float rescale = expf(m - m_group); /* 0 while m is -inf, when total and acc are 0 */
+    total *= rescale;
+#pragma unroll
+    for (int e = 0; e < 4; e++) acc[e] *= rescale;
+    m = m_group;
+#pragma unroll
+    for (int g = 0; g < GROUP; g++) {
+      const float w = expf(lse[g] - m); /* 0 for a split that saw no key */
       total += w;
 #pragma unroll
-      for (int k = 0; k < 8; k++)
-        if (lane + 32 * k < d) {
-          const float v = pout[(s * rows + row) * d + lane + 32 * k];
-          acc[k] = fmaf(w, w > 0.0f ? v : 0.0f, acc[k]);
-        }
+      for (int e = 0; e < 4; e++) acc[e] = fmaf(w, w > 0.0f ? v[g][e] : 0.0f, acc[e]);
     }
   }
   const float inv = total > 0.0f ? 1.0f / total : 0.0f;
@@ -365,9 +382,8 @@ template <class T> __device__ void attention_combine_impl(const cuda_attention_p
   const int seq = p.paged ? 0 : (int)(t / p.q_len); /* paged rows need no sequence */
   T *out = ptr_at<T>(p.out, out_row_at(p, seq, t, t - (int64_t)seq * p.q_len, h));
 #pragma unroll
-  for (int k = 0; k < 8; k++)
-    if (lane + 32 * k < d) store1(out + lane + 32 * k, acc[k] * inv);
-  if (p.lse && lane == 0 && !p.paged) {
+  for (int e = 0; e < 4; e++) store1(out + c + e, acc[e] * inv);
+  if (p.lse && c == 0 && !p.paged) {
     reinterpret_cast<float *>(p.lse)[((int64_t)seq * p.q_heads + h) * p.lse_stride + t - (int64_t)seq * p.q_len] =
         total > 0.0f ? m + logf(total) : -INFINITY;
   }
@@ -375,39 +391,23 @@ template <class T> __device__ void attention_combine_impl(const cuda_attention_p
 
 GK_FLOAT_KERNELS(attention_combine, attention_combine_impl, cuda_attention_params, __launch_bounds__(128))
 
-/* P V on tensor cores takes P in T. For f16 (tolerance 1e-3) one f16 has
- * too few bits, so P is split into hi + lo halves, two MMAs (P exact to
- * ~2^-22); bf16 (tolerance 1e-2) multiplies P rounded once, and its row sum
- * is taken of the rounded values so that the weights still sum to one. */
-template <class T> struct p_split {
-  static constexpr bool value = false;
-};
-template <> struct p_split<f16> {
-  static constexpr bool value = true;
-};
+/* P V on tensor cores multiplies P rounded once to T (f16 2^-11, bf16 2^-9
+ * relative): the output then carries up to that rounding of sum_j w_j |v_j|,
+ * which the tests allow for (an earlier f16 path split P into two halves,
+ * hi + lo, at twice the P V products). */
 
-/* The A fragments of P for keys 16 ks .. 16 ks + 15 from the S accumulators:
- * `hi` rounded to T and, when split, `lo` = what the rounding lost. */
-template <class T>
-__device__ __forceinline__ void p_fragments(const float s0[4], const float s1[4], uint32_t hi[4], uint32_t lo[4]) {
-  const float v[8] = {s0[0], s0[1], s0[2], s0[3], s1[0], s1[1], s1[2], s1[3]};
-  float r[8];
-#pragma unroll
-  for (int i = 0; i < 8; i++) r[i] = v[i] - to_f32(from_f32<T>(v[i]));
-  hi[0] = pack2((T *)nullptr, v[0], v[1]);
-  hi[1] = pack2((T *)nullptr, v[2], v[3]);
-  hi[2] = pack2((T *)nullptr, v[4], v[5]);
-  hi[3] = pack2((T *)nullptr, v[6], v[7]);
-  lo[0] = pack2((T *)nullptr, r[0], r[1]);
-  lo[1] = pack2((T *)nullptr, r[2], r[3]);
-  lo[2] = pack2((T *)nullptr, r[4], r[5]);
-  lo[3] = pack2((T *)nullptr, r[6], r[7]);
+/* The A fragments of P for keys 16 ks .. 16 ks + 15 from the S accumulators. */
+template <class T> __device__ __forceinline__ void p_fragments(const float s0[4], const float s1[4], uint32_t a[4]) {
+  a[0] = pack2((T *)nullptr, s0[0], s0[1]);
+  a[1] = pack2((T *)nullptr, s0[2], s0[3]);
+  a[2] = pack2((T *)nullptr, s1[0], s1[1]);
+  a[3] = pack2((T *)nullptr, s1[2], s1[3]);
 }
 
 /* Folds a tile of KEYS scores per row (log2 units, masked ones -inf, in
  * m16n8 accumulator layout: this lane's two rows are elements 0-1 and 2-3)
  * into the running maximum m, sum l and output o of those rows, and turns
- * the scores into the probabilities P (rounded to T unless P is split). */
+ * the scores into the probabilities P, rounded to T as P V takes them. */
 template <class T, int KEYS, int DP>
 __device__ __forceinline__ void softmax_fold(float (&s)[KEYS / 8][4], float (&o)[DP / 8][4], float (&m)[2],
                                              float (&l)[2]) {
@@ -431,8 +431,7 @@ __device__ __forceinline__ void softmax_fold(float (&s)[KEYS / 8][4], float (&o)
     for (int i = 0; i < KEYS / 8; i++)
 #pragma unroll
       for (int e = 2 * hr; e < 2 * hr + 2; e++) {
-        float pr = exp2f(s[i][e] - m_use);
-        if (!p_split<T>::value) pr = to_f32(from_f32<T>(pr));
+        const float pr = to_f32(from_f32<T>(exp2f(s[i][e] - m_use)));
         s[i][e] = pr;
         l[hr] += pr;
       }
@@ -448,8 +447,8 @@ __device__ __forceinline__ void accumulate_pv(const float (&s)[KEYS / 8][4], flo
   constexpr int CH = DP / 8;
 #pragma unroll
   for (int ks = 0; ks < KEYS / 16; ks++) {
-    uint32_t a[4], a_lo[4];
-    p_fragments<T>(s[2 * ks], s[2 * ks + 1], a, a_lo);
+    uint32_t a[4];
+    p_fragments<T>(s[2 * ks], s[2 * ks + 1], a);
 #pragma unroll
     for (int dp = 0; dp < DP / 16; dp++) {
       const int r = 16 * ks + 8 * ((lane >> 3) & 1) + (lane & 7), c = 2 * dp + (lane >> 4);
@@ -457,10 +456,6 @@ __device__ __forceinline__ void accumulate_pv(const float (&s)[KEYS / 8][4], flo
       ldmatrix_x4_trans(t, vt + r * DP + 8 * swizzle<CH>(r, c));
       mma_16816(o[2 * dp], a, t, (T *)nullptr);
       mma_16816(o[2 * dp + 1], a, t + 2, (T *)nullptr);
-      if (p_split<T>::value) {
-        mma_16816(o[2 * dp], a_lo, t, (T *)nullptr);
-        mma_16816(o[2 * dp + 1], a_lo, t + 2, (T *)nullptr);
-      }
     }
   }
 }
@@ -593,7 +588,7 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const cuda_at
         ldmatrix_x4(a, kt + r * DP + 8 * swizzle<CH>(r, c)); /* rows 16 warp + r: the same swizzle */
         mma_16816(sc, a, qf[ks], (T *)nullptr);
       }
-      float p_hi[4], p_lo[4];
+      float pr[4];
 #pragma unroll
       for (int hr = 0; hr < 2; hr++) { /* row t2 + hr: elements hr and 2 + hr */
         float s0 = sc[hr], s1 = sc[2 + hr];
@@ -605,13 +600,10 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const cuda_at
         const float m_use = m_new == -INFINITY ? 0.0f : m_new;
         const float alpha = exp2f(m[hr] - m_use);
         m[hr] = m_new;
-        float p0 = exp2f(s0 - m_use), p1 = exp2f(s1 - m_use);
-        if (!p_split<T>::value) { /* the weights as the MMA sees them */
-          p0 = to_f32(from_f32<T>(p0));
-          p1 = to_f32(from_f32<T>(p1));
-        }
+        /* the weights as the MMA sees them */
+        const float p0 = to_f32(from_f32<T>(exp2f(s0 - m_use))), p1 = to_f32(from_f32<T>(exp2f(s1 - m_use)));
         l[hr] = l[hr] * alpha + p0 + p1;
-        p_hi[hr] = p0, p_hi[2 + hr] = p1;
+        pr[hr] = p0, pr[2 + hr] = p1;
         if (__any_sync(0xffffffffu, alpha != 1.0f)) {
 #pragma unroll
           for (int i = 0; i < DP / 16; i++) {
@@ -621,22 +613,15 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const cuda_at
         }
       }
       /* P^T as B fragments: rows g, keys t2 (+ 1) and t2 + 8 (+ 1). */
-      uint32_t b[2], b_lo[2];
-      b[0] = movmatrix_trans(pack2((T *)nullptr, p_hi[0], p_hi[1]));
-      b[1] = movmatrix_trans(pack2((T *)nullptr, p_hi[2], p_hi[3]));
-      if (p_split<T>::value) {
-#pragma unroll
-        for (int e = 0; e < 4; e++) p_lo[e] = p_hi[e] - to_f32(from_f32<T>(p_hi[e]));
-        b_lo[0] = movmatrix_trans(pack2((T *)nullptr, p_lo[0], p_lo[1]));
-        b_lo[1] = movmatrix_trans(pack2((T *)nullptr, p_lo[2], p_lo[3]));
-      }
+      uint32_t b[2];
+      b[0] = movmatrix_trans(pack2((T *)nullptr, pr[0], pr[1]));
+      b[1] = movmatrix_trans(pack2((T *)nullptr, pr[2], pr[3]));
 #pragma unroll
       for (int i = 0; i < DP / 16; i++) {
         uint32_t a[4]; /* V^T for dims 16 i .. 16 i + 15 x the warp's 16 keys */
         const int r = 8 * (lane >> 4) + (lane & 7), c = 2 * i + ((lane >> 3) & 1);
         ldmatrix_x4_trans(a, vt + r * DP + 8 * swizzle<CH>(r, c));
         mma_16816(o[i], a, b, (T *)nullptr);
-        if (p_split<T>::value) mma_16816(o[i], a, b_lo, (T *)nullptr);
       }
       __syncwarp(); /* the warp's tile may be overwritten next */
     }
@@ -907,7 +892,6 @@ __device__ __forceinline__ void wgmma_qk(float *d, uint64_t desc_a, uint64_t des
 template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_attention_tma_params &P) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   const cuda_attention_params &p = P.p;
-  constexpr bool SPLIT = p_split<T>::value;
   constexpr int BQ = GK_ATTENTION_WGMMA_ROWS, BKV = GK_ATTENTION_WGMMA_KEYS(DP);
   constexpr int STAGES = GK_ATTENTION_WGMMA_STAGES, SLICES = DP / 64, CH = DP / 8;
   constexpr int TILE = BKV * DP; /* elements of a K or V tile */
@@ -998,7 +982,7 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_atten
 #pragma unroll
   for (int i = 0; i < DP / 2; i++) o[i] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* m in log2 units */
-  uint32_t pf[BKV / 16][4], pf_lo[SPLIT ? BKV / 16 : 1][4];
+  uint32_t pf[BKV / 16][4];
 
   const T *q_rows = q_s + group * 64 * 64;
   auto issue_scores = [&](const T *kt) {
@@ -1013,7 +997,6 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_atten
     for (int kk = 0; kk < BKV / 16; kk++) {
       const uint64_t desc = wgmma_descriptor_n_major(vt + kk * 16 * 64, BKV * 128);
       wgmma_pv<DP, T>(o, pf[kk], desc);
-      if (SPLIT) wgmma_pv<DP, T>(o, pf_lo[SPLIT ? kk : 0], desc);
     }
     wgmma_commit();
   };
@@ -1062,13 +1045,13 @@ template <class T, int DP> __device__ void attention_wgmma_impl(const cuda_atten
     }
     return rescale;
   };
-  /* P as A fragments. Unsplit (bf16), P V multiplies the probabilities
-   * rounded, while l sums them as they were: the weights' rounding (2^-9) is
-   * what bf16 allows either way, and summing the rounded ones cost the
-   * softmax-bound D = 64 kernel 7%. */
+  /* P as A fragments. P V multiplies the probabilities rounded, while l
+   * sums them as they were: the weights' rounding is what the tolerance
+   * allows either way, and summing the rounded ones cost the softmax-bound
+   * D = 64 kernel 7%. */
   auto to_fragments = [&]() {
 #pragma unroll
-    for (int kk = 0; kk < BKV / 16; kk++) p_fragments<T>(s + 8 * kk, s + 8 * kk + 4, pf[kk], pf_lo[SPLIT ? kk : 0]);
+    for (int kk = 0; kk < BKV / 16; kk++) p_fragments<T>(s + 8 * kk, s + 8 * kk + 4, pf[kk]);
   };
   /* Hands stage `st` of a ring back to the loader (one arrival a warpgroup). */
   auto release = [&](uint64_t *empty, int st) {

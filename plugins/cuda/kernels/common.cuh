@@ -166,6 +166,22 @@ __device__ __forceinline__ void raise_error(uint64_t flag, uint32_t bit) {
   atomicOr(reinterpret_cast<unsigned int *>(flag), bit);
 }
 
+/* Calls f(first column, values) for each of this thread's 8-element units
+ * of a row, in for_row's order; only where for_row's `vec` holds. */
+template <int UNROLL = 4, class T, class F>
+__device__ __forceinline__ void for_row_units(const T *row, int64_t cols, F f) {
+  const int64_t units = cols / 8;
+  for (int64_t u0 = threadIdx.x; u0 < units; u0 += UNROLL * (int64_t)blockDim.x) {
+    float v[UNROLL][8];
+#pragma unroll
+    for (int i = 0; i < UNROLL; i++)
+      if (u0 + i * blockDim.x < units) load8(row + 8 * (u0 + i * blockDim.x), v[i]);
+#pragma unroll
+    for (int i = 0; i < UNROLL; i++)
+      if (u0 + i * blockDim.x < units) f(8 * (u0 + i * blockDim.x), v[i]);
+  }
+}
+
 /* Calls f(column, value) for this thread's elements of a row: 8-element
  * units u = threadIdx.x + k * blockDim.x, UNROLL loads in flight, when `vec`
  * (cols % 8 == 0, row 16-byte aligned); else columns threadIdx.x + k *
@@ -173,18 +189,10 @@ __device__ __forceinline__ void raise_error(uint64_t flag, uint32_t bit) {
 template <int UNROLL = 4, class T, class F>
 __device__ __forceinline__ void for_row(const T *row, int64_t cols, int vec, F f) {
   if (vec) {
-    const int64_t units = cols / 8;
-    for (int64_t u0 = threadIdx.x; u0 < units; u0 += UNROLL * (int64_t)blockDim.x) {
-      float v[UNROLL][8];
+    for_row_units<UNROLL>(row, cols, [&](int64_t c, const float v[8]) {
 #pragma unroll
-      for (int i = 0; i < UNROLL; i++)
-        if (u0 + i * blockDim.x < units) load8(row + 8 * (u0 + i * blockDim.x), v[i]);
-#pragma unroll
-      for (int i = 0; i < UNROLL; i++)
-        if (u0 + i * blockDim.x < units)
-#pragma unroll
-          for (int e = 0; e < 8; e++) f(8 * (u0 + i * blockDim.x) + e, v[i][e]);
-    }
+      for (int e = 0; e < 8; e++) f(c + e, v[e]);
+    });
   } else {
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) f(c, load1(row + c));
   }
