@@ -629,11 +629,19 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const cuda_at
     __syncthreads();
 
     /* Every warp's output, row maxima (log2 units) and row sums go to the
-     * (now idle) tiles; then the block merges them row by row, so that the
-     * rows are written out whole. */
+     * (now idle) tiles. Then one thread a row weighs the warps' parts (their
+     * exponentials of the maxima over the row's total), writes the row's
+     * log-sum-exp and finds where the row goes, once; and the block writes
+     * the rows out whole, each element a sum of the warps' parts. (Doing the
+     * row's part for every element, with its divisions by heads_per_block,
+     * took over half of the instructions of a decode block: B = 1 is bound
+     * by the latency of the block's instructions, one warp a scheduler.) */
     float *merge_o = reinterpret_cast<float *>(k_s); /* [WARPS][ROWS][DP] */
     float *merge_ml = merge_o + WARPS * ROWS * DP;   /* [WARPS][ROWS][2] */
-    static_assert((WARPS * ROWS * DP + WARPS * ROWS * 2) * 4 <= 4 * KEYS * DP * (int)sizeof(T), "merge fits");
+    float *row_weight = merge_ml + WARPS * ROWS * 2; /* [ROWS][WARPS] */
+    int64_t *row_dst = reinterpret_cast<int64_t *>(row_weight + ROWS * WARPS); /* element offset, or -1 */
+    static_assert((WARPS * ROWS * DP + WARPS * ROWS * 3 + 2 * ROWS) * 4 <= 4 * KEYS * DP * (int)sizeof(T),
+                  "merge fits");
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
       float total = l[hr];
@@ -647,36 +655,47 @@ template <class T, int DP> __device__ void attention_rows_mma_impl(const cuda_at
       if (g == 0) *reinterpret_cast<float2 *>(merge_ml + (warp * ROWS + t2 + hr) * 2) = make_float2(m[hr], total);
     }
     __syncthreads();
-    for (int q = tid; q < ROWS * DP; q += THREADS) {
-      const int r = q / DP, c = q % DP;
-      if (!in_seq(r) || c >= d) continue;
+    if (tid < ROWS) {
+      const int r = tid;
       float mx = -INFINITY;
 #pragma unroll
       for (int w = 0; w < WARPS; w++) mx = fmaxf(mx, merge_ml[(w * ROWS + r) * 2]);
       const float m_use = mx == -INFINITY ? 0.0f : mx;
-      float total = 0.0f, acc = 0.0f;
+      float f[WARPS], total = 0.0f;
 #pragma unroll
       for (int w = 0; w < WARPS; w++) {
-        const float f = exp2f(merge_ml[(w * ROWS + r) * 2] - m_use);
-        total += merge_ml[(w * ROWS + r) * 2 + 1] * f;
-        acc += merge_o[(w * ROWS + r) * DP + c] * f;
+        f[w] = exp2f(merge_ml[(w * ROWS + r) * 2] - m_use);
+        total += merge_ml[(w * ROWS + r) * 2 + 1] * f[w];
       }
       const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+#pragma unroll
+      for (int w = 0; w < WARPS; w++) row_weight[r * WARPS + w] = f[w] * inv;
       /* Natural log-sum-exp of the scaled scores (mx is in log2 units). */
       const float lse = total > 0.0f ? mx * 0.69314718055994531f + logf(total) : -INFINITY;
-      const int64_t row = row_token(r) * p.q_heads + hk * group + row_head(r);
-      if (p.splits > 1) {
-        const int64_t prow = (int64_t)blockIdx.z * p.tokens * p.q_heads + row;
-        reinterpret_cast<float *>(p.partial_out)[prow * d + c] = acc * inv;
-        if (c == 0) reinterpret_cast<float *>(p.partial_lse)[prow] = lse;
-      } else {
-        store1(ptr_at<T>(p.out, out_row_at(p, seq, row_token(r), row_token(r) - s.q_start, hk * group + row_head(r))) +
-                   c,
-               acc * inv);
-        if (p.lse && c == 0)
-          reinterpret_cast<float *>(p.lse)[((int64_t)seq * p.q_heads + hk * group + row_head(r)) * p.lse_stride +
-                                            row_token(r) - s.q_start] = lse;
+      const int64_t t = row_token(r);
+      const int h = hk * group + row_head(r);
+      int64_t dst = -1;
+      if (in_seq(r) && p.splits > 1) {
+        const int64_t prow = (int64_t)blockIdx.z * p.tokens * p.q_heads + t * p.q_heads + h;
+        dst = prow * d;
+        reinterpret_cast<float *>(p.partial_lse)[prow] = lse;
+      } else if (in_seq(r)) {
+        dst = out_row_at(p, seq, t, t - s.q_start, h);
+        if (p.lse)
+          reinterpret_cast<float *>(p.lse)[((int64_t)seq * p.q_heads + h) * p.lse_stride + t - s.q_start] = lse;
       }
+      row_dst[r] = dst;
+    }
+    __syncthreads();
+    for (int q = tid; q < ROWS * DP; q += THREADS) {
+      const int r = q / DP, c = q % DP;
+      const int64_t dst = row_dst[r];
+      if (dst < 0 || c >= d) continue;
+      float acc = 0.0f;
+#pragma unroll
+      for (int w = 0; w < WARPS; w++) acc += merge_o[(w * ROWS + r) * DP + c] * row_weight[r * WARPS + w];
+      if (p.splits > 1) reinterpret_cast<float *>(p.partial_out)[dst + c] = acc;
+      else store1(ptr_at<T>(p.out, dst) + c, acc);
     }
     __syncthreads(); /* q_s and the tiles are rewritten for the next sequence */
   }
