@@ -34,7 +34,8 @@ enum {
   ATTN_ROWS = 96,       /* query rows per task: a multiple of every micro-kernel's MR */
   ATTN_KEYS = 64,       /* keys per block: a multiple of every micro-kernel's NR, <= ATTN_ROWS */
   ATTN_DIRECT_ROWS = 8, /* rows per kv head up to which products skip packing */
-  ATTN_CHUNK_KEYS = 256 /* fewest keys worth a chunk of their own */
+  ATTN_CHUNK_KEYS = 256, /* fewest keys worth a chunk of their own */
+  ATTN_THREAD_CHUNKS = 8 /* key chunks per thread for a few sequences (decode) */
 };
 _Static_assert(ATTN_ROWS % CPU_GEMM_GENERIC_MR == 0 && ATTN_ROWS % CPU_GEMM_AVX2_MR == 0 &&
                    ATTN_ROWS % CPU_GEMM_AVX512_MR == 0 && ATTN_ROWS % CPU_GEMM_NEON_MR == 0,
@@ -295,26 +296,42 @@ static void kv_pass_of(const attn_rows *rows, int values, int64_t first, int64_t
   kv_offsets(&rows->kv[0], values, first, pass->count, pass->offsets);
 }
 
-/* Prefetches group g's rows of `pass`'s keys [j, j + count). A cache block's
- * positions hold every kv head's row side by side, read across strides the
- * hardware prefetcher does not follow (the loads waited on memory). Inlined:
- * as a function of its own GCC finds it free of side effects and drops the
+/* Prefetches `step` rows of `pass`'s keys [j, j + step) for group g's call
+ * (over a step, the calls of all groups fetch all those rows). Rows shorter
+ * than 512 bytes are taken key by key (every group's row of key j, then of
+ * key j + 1, ...), which is address order where a position holds every kv
+ * head's row side by side; longer ones group by group (group g's rows).
+ * Read-only tests of this access pattern on two AVX2 cores (2026-11-29):
+ * 256-byte rows 15.8-16.9 GB/s group by group, 18.9-20.0 in address order;
+ * 512-byte rows 20.9-22.3 against 19.5-20.4. The hardware prefetcher
+ * follows neither across a cache block's positions by itself. Inlined: as a
+ * function of its own GCC finds it free of side effects and drops the
  * calls. */
-static ALWAYS_INLINE void prefetch_rows(const attn_rows *rows, int64_t g, const kv_pass *pass,
-                                        int64_t j, int64_t count) {
+static ALWAYS_INLINE void prefetch_rows(const attn_rows *rows, const kv_pass *pass, int64_t j,
+                                        int64_t g, int64_t step) {
   const size_t esize = gllmk_plugin_dtype_size(rows->kv[0].dtype);
-  const int64_t row_bytes = rows->kv[0].d * (int64_t)esize;
-  const char *base = pass->values ? rows->kv[g].v : rows->kv[g].k;
-  for (int64_t t = j; t < pass->count && t < j + count; t++)
-    for (int64_t b = 0; b < row_bytes; b += 64)
-      __builtin_prefetch(base + (size_t)pass->offsets[t] * esize + b, 0, 3);
+  const int64_t row_bytes = rows->kv[0].d * (int64_t)esize, groups = rows->groups;
+  const int by_key = row_bytes < 512;
+  int64_t t = by_key ? j + g * step / groups : j, h = by_key ? g * step % groups : g;
+  for (int64_t x = 0; x < step && t < pass->count; x++) {
+    const char *row =
+        (pass->values ? rows->kv[h].v : rows->kv[h].k) + (size_t)pass->offsets[t] * esize;
+    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(row + b, 0, 3);
+    if (!by_key) {
+      t++;
+    } else if (++h == groups) {
+      h = 0;
+      t++;
+    }
+  }
 }
 
 /* Scores (or, for a values pass, o += P V) of every group for the keys of
  * `pass`, straight from the key and value rows as stored. A few keys at a
  * time go through all groups, so that each position's rows of all kv heads
  * are read close together (in the usual layout: the cache sequentially).
- * Meanwhile each group's rows of the next few keys are prefetched: this
+ * Meanwhile the rows of the next few keys are prefetched (prefetch_rows:
+ * STEP rows per group's call, so all groups' rows of STEP keys a step): this
  * pass's, then those of `next` (NULL: none), so that no pass starts on rows
  * still in memory (the first STEP keys of every pass did, which cost more
  * than the rest). STEP 4 measured a little faster than 8 and much faster
@@ -334,9 +351,9 @@ static void direct_products(const cpu_attention_direct *isa, const attn_rows *ro
       const char *base = pass->values ? rows->kv[g].v : rows->kv[g].k;
       for (int64_t t = 0; t < keys; t++) ptrs[t] = base + (size_t)pass->offsets[j + t] * esize;
       if (j + STEP < count)
-        prefetch_rows(rows, g, pass, j + STEP, STEP);
+        prefetch_rows(rows, pass, j + STEP, g, STEP);
       else if (next)
-        prefetch_rows(rows, g, next, 0, STEP);
+        prefetch_rows(rows, next, 0, g, STEP);
       int64_t n = rows->group_end[g] - r0;
       if (pass->values)
         isa->accumulate(dtype, n, keys, d, s->s + r0 * ATTN_KEYS + j, ATTN_KEYS, ptrs,
@@ -552,7 +569,10 @@ static void merge_range(void *ctx, int64_t begin, int64_t end) {
 
 /* Splits the sequences (job->seqs filled in) into tasks and runs them. A
  * sequence whose rows all fit one task with few rows per kv head (decode)
- * runs as key chunks, enough of them to give every thread work. */
+ * runs as key chunks, enough of them to give every thread several, so that
+ * a thread that another process slows down takes fewer (one sequence on two
+ * threads, 8 chunks a thread against 2: faster in 5 of 6 quieter runs,
+ * within the noise on a loaded machine). */
 static gllmk_status attn_run(gllmk_plugin_device *device, attn_job *job) {
   const int64_t n = job->sequences;
   int64_t threads = device->num_threads > 1 ? device->num_threads : 1;
@@ -573,7 +593,7 @@ static gllmk_status attn_run(gllmk_plugin_device *device, attn_job *job) {
       int64_t span = 0; /* keys the sequence reads */
       for (int64_t i = 0; i < seq->q_len; i++)
         if (seq_last(seq, i) + 1 > span) span = seq_last(seq, i) + 1;
-      int64_t chunks = (2 * threads + chunked - 1) / chunked;
+      int64_t chunks = (ATTN_THREAD_CHUNKS * threads + chunked - 1) / chunked;
       int64_t most = (span + ATTN_CHUNK_KEYS - 1) / ATTN_CHUNK_KEYS;
       if (chunks > most) chunks = most > 1 ? most : 1;
       job->chunk_keys[b] = cpu_round_up((span + chunks - 1) / chunks, ATTN_KEYS);
