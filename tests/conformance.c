@@ -786,6 +786,9 @@ typedef struct attention_problem {
   /* Keys scaled by 1 + j / 16 (key j): scores that keep rising along the row,
    * so that a running maximum keeps moving. */
   bool rising;
+  /* scale = -1 / sqrt(D): the API takes any finite scale, and a kernel that
+   * took the row maximum of unscaled scores would then weigh the wrong keys. */
+  bool negative_scale;
 } attention_problem;
 
 /* NaN over the keys past each sequence's length: padding must never be read. */
@@ -799,12 +802,12 @@ static void poison_padding(dev *kv, const attention_problem *p) {
 }
 
 static void attention_case(gllmk_dtype dtype, const attention_problem *p) {
-  const char *what = label("attention %s B=%lld Sq=%lld Skv=%lld Hq=%lld Hkv=%lld D=%lld%s%s%s%s",
+  const char *what = label("attention %s B=%lld Sq=%lld Skv=%lld Hq=%lld Hkv=%lld D=%lld%s%s%s%s%s",
                            dname(dtype), (long long)p->batch, (long long)p->sq,
                            (long long)p->skv, (long long)p->hq, (long long)p->hkv,
                            (long long)p->d, p->causal ? " causal" : "",
                            p->kv_lens ? " kv_lens" : "", p->lse ? " lse" : "",
-                           p->rising ? " rising" : "");
+                           p->rising ? " rising" : "", p->negative_scale ? " negative scale" : "");
   dev q = dev_random(dtype, SHAPE(p->batch, p->sq, p->hq, p->d), -1.5, 1.5);
   dev k = dev_random(dtype, SHAPE(p->batch, p->skv, p->hkv, p->d), -1.5, 1.5);
   if (p->rising) {
@@ -821,7 +824,7 @@ static void attention_case(gllmk_dtype dtype, const attention_problem *p) {
   dev out = dev_output(dtype, SHAPE(p->batch, p->sq, p->hq, p->d));
   dev lse = dev_output(GLLMK_F32, SHAPE(p->batch, p->hq, p->sq));
   ref_attention_problem rp = {p->batch, p->sq, p->skv, p->hq, p->hkv, p->d,
-                              1.0 / sqrt((double)p->d), p->causal};
+                              (p->negative_scale ? -1.0 : 1.0) / sqrt((double)p->d), p->causal};
   double *ref = host_alloc((size_t)out.numel * sizeof *ref);
   double *ref_lse = host_alloc((size_t)lse.numel * sizeof *ref_lse);
   double *lse_cond = host_alloc((size_t)lse.numel * sizeof *lse_cond);
@@ -849,26 +852,33 @@ static void conf_attention(void) {
   /* Prefill with lengths that end inside a tile of keys (the Hopper kernel
    * copies such a tile of V itself, zero-filled past the length). */
   static const int32_t prefill_lens[] = {150, 77}, prefill_lens_full[] = {300, 129};
+  /* Causal, 200 queries over 50 keys: rows 0-149 see none, a whole 128-row
+   * tile of the tensor-core kernels among them. */
+  static const int32_t tile_unseen_lens[] = {50};
   const attention_problem problems[] = {
-      /* B  Sq  Skv  Hq  Hkv  D  causal kv_lens lse rising */
-      {1, 1, 1, 1, 1, 8, 1, NULL, true, false},
-      {1, 37, 37, 2, 2, 64, 0, NULL, false, false},
-      {1, 37, 37, 2, 2, 64, 1, NULL, true, false},
-      {2, quick ? 16 : 64, quick ? 16 : 64, quick ? 8 : 32, quick ? 2 : 8, 128, 1, NULL, true, false},
-      {1, 5, 50, 4, 1, 64, 1, NULL, true, false}, /* MQA, Sq < Skv */
-      {3, 4, 40, 4, 2, 64, 1, ragged, true, false},
-      {3, 4, 40, 4, 2, 64, 0, ragged, true, false},
-      {2, 1, 300, 4, 2, 8, 1, decode_lens, true, false},
-      {2, 1, 300, 4, 2, 256, 0, decode_lens, false, false},
-      {1, 1, quick ? 200 : 1000, quick ? 8 : 32, quick ? 2 : 8, 128, 1, NULL, true, false},
-      {1, 9, 23, 6, 3, 256, 1, NULL, true, false},
-      {2, 3, 19, 2, 1, 24, 1, NULL, false, false},
-      {2, 40, 70, 4, 2, 64, 1, NULL, true, true},
-      {1, 33, 100, 8, 2, 128, 0, NULL, false, true},
-      {2, 130, 200, 4, 2, 256, 1, prefill_lens, true, false},
-      {2, 150, 300, 4, 2, 128, 0, prefill_lens_full, true, false},
-      {1, 70, 200, 2, 2, 256, 0, NULL, false, true},
-      {1, 140, 140, 2, 1, 80, 1, NULL, true, false}, /* head dim padded to 128 */
+      /* B  Sq  Skv  Hq  Hkv  D  causal kv_lens lse rising negative_scale */
+      {1, 1, 1, 1, 1, 8, 1, NULL, true, false, false},
+      {1, 37, 37, 2, 2, 64, 0, NULL, false, false, false},
+      {1, 37, 37, 2, 2, 64, 1, NULL, true, false, false},
+      {2, quick ? 16 : 64, quick ? 16 : 64, quick ? 8 : 32, quick ? 2 : 8, 128, 1, NULL, true, false, false},
+      {1, 5, 50, 4, 1, 64, 1, NULL, true, false, false}, /* MQA, Sq < Skv */
+      {3, 4, 40, 4, 2, 64, 1, ragged, true, false, false},
+      {3, 4, 40, 4, 2, 64, 0, ragged, true, false, false},
+      {2, 1, 300, 4, 2, 8, 1, decode_lens, true, false, false},
+      {2, 1, 300, 4, 2, 256, 0, decode_lens, false, false, false},
+      {1, 1, quick ? 200 : 1000, quick ? 8 : 32, quick ? 2 : 8, 128, 1, NULL, true, false, false},
+      {1, 9, 23, 6, 3, 256, 1, NULL, true, false, false},
+      {2, 3, 19, 2, 1, 24, 1, NULL, false, false, false},
+      {2, 40, 70, 4, 2, 64, 1, NULL, true, true, false},
+      {1, 33, 100, 8, 2, 128, 0, NULL, false, true, false},
+      {2, 130, 200, 4, 2, 256, 1, prefill_lens, true, false, false},
+      {2, 150, 300, 4, 2, 128, 0, prefill_lens_full, true, false, false},
+      {1, 70, 200, 2, 2, 256, 0, NULL, false, true, false},
+      {1, 140, 140, 2, 1, 80, 1, NULL, true, false, false}, /* head dim padded to 128 */
+      {1, 200, 200, 2, 1, 128, 1, tile_unseen_lens, true, false, false},
+      {2, 40, 70, 4, 2, 64, 1, NULL, true, false, true},
+      {1, 130, 130, 4, 2, 128, 0, NULL, true, false, true},
+      {2, 1, 300, 4, 2, 128, 1, decode_lens, true, false, true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++) {
@@ -998,6 +1008,7 @@ typedef struct paged_problem {
   const char *name;
   /* Keys scaled by 1 + pos / 16, as attention_problem's `rising`. */
   bool rising;
+  bool negative_scale; /* as attention_problem's */
 } paged_problem;
 
 static void paged_case(gllmk_dtype dtype, const paged_problem *p) {
@@ -1014,7 +1025,7 @@ static void paged_case(gllmk_dtype dtype, const paged_problem *p) {
   dev q = dev_random(dtype, SHAPE(total_q, p->hq, p->d), -1.5, 1.5);
   dev out = dev_output(dtype, SHAPE(total_q, p->hq, p->d));
   double *ref = host_alloc((size_t)out.numel * sizeof *ref);
-  double scale = 1.0 / sqrt((double)p->d);
+  double scale = (p->negative_scale ? -1.0 : 1.0) / sqrt((double)p->d);
   /* Each sequence's keys and values go to its blocks; the rest stays NaN. */
   for (int64_t b = 0; b < p->batch; b++)
     for (int64_t pos = 0; pos < p->seq_lens[b]; pos++) {
@@ -1057,7 +1068,7 @@ static void attention_vs_paged(gllmk_dtype dtype) {
   const char *what = label("attention vs kv_append+paged_attention %s", dname(dtype));
   const int64_t batch = 3, sq = 4, skv = 40, hq = 8, hkv = 2, d = 64;
   static const int32_t lens[] = {4, 19, 40}, q_lens[] = {4, 4, 4};
-  attention_problem ap = {batch, sq, skv, hq, hkv, d, 1, lens, false, false};
+  attention_problem ap = {batch, sq, skv, hq, hkv, d, 1, lens, false, false, false};
   dev q = dev_random(dtype, SHAPE(batch, sq, hq, d), -1.5, 1.5);
   dev k = dev_random(dtype, SHAPE(batch, skv, hkv, d), -1.5, 1.5);
   dev v = dev_random(dtype, SHAPE(batch, skv, hkv, d), -1, 1);
@@ -1099,19 +1110,20 @@ static void attention_vs_paged(gllmk_dtype dtype) {
 static void conf_paged_attention(void) {
   const bool quick = S.quick;
   const paged_problem problems[] = {
-      {8, 2, 64, 16, 3, {1, 16, 33}, {1, 1, 1}, "decode", false},
+      {8, 2, 64, 16, 3, {1, 16, 33}, {1, 1, 1}, "decode", false, false},
       {8, 2, 64, 16, 4, {37, 50, 70, 20}, {1, 16, 30, 20},
-       "decode + chunked prefill + prefill after prefix + prefill", false},
-      {4, 4, 128, 5, 2, {23, 9}, {7, 9}, "odd block size", false},
+       "decode + chunked prefill + prefill after prefix + prefill", false, false},
+      {4, 4, 128, 5, 2, {23, 9}, {7, 9}, "odd block size", false, false},
       {quick ? 8 : 32, quick ? 2 : 8, 128, 16, 2, {quick ? 40 : 300, 17}, {1, 17},
-       "GQA decode and prefill", false},
-      {4, 1, 256, 16, 1, {45}, {45}, "MQA prefill D=256", false},
-      {2, 1, 8, 4, 2, {3, 1}, {2, 1}, "tiny D=8", false},
-      {8, 2, 128, 16, 4, {1, 300, 77, quick ? 400 : 1000}, {1, 1, 1, 1}, "GQA decode, long", false},
-      {4, 1, 256, 16, 3, {45, 20, 2}, {1, 0, 2}, "decode with an empty sequence, D=256", false},
-      {4, 4, 64, 5, 2, {23, 9}, {1, 1}, "decode, odd block size", false},
-      {8, 2, 128, 16, 2, {300, 77}, {1, 1}, "GQA decode, rising scores", true},
-      {8, 2, 128, 16, 1, {4000}, {1}, "decode of one long sequence (cuda: the most splits)", false},
+       "GQA decode and prefill", false, false},
+      {4, 1, 256, 16, 1, {45}, {45}, "MQA prefill D=256", false, false},
+      {2, 1, 8, 4, 2, {3, 1}, {2, 1}, "tiny D=8", false, false},
+      {8, 2, 128, 16, 4, {1, 300, 77, quick ? 400 : 1000}, {1, 1, 1, 1}, "GQA decode, long", false, false},
+      {4, 1, 256, 16, 3, {45, 20, 2}, {1, 0, 2}, "decode with an empty sequence, D=256", false, false},
+      {4, 4, 64, 5, 2, {23, 9}, {1, 1}, "decode, odd block size", false, false},
+      {8, 2, 128, 16, 2, {300, 77}, {1, 1}, "GQA decode, rising scores", true, false},
+      {8, 2, 128, 16, 1, {4000}, {1}, "decode of one long sequence (cuda: the most splits)", false, false},
+      {8, 2, 128, 16, 3, {300, 77, 40}, {1, 1, 40}, "decode and prefill, negative scale", false, true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++) {

@@ -745,6 +745,8 @@ static void views_attention(void) {
     gllmk_dtype dtype = float_dtypes[dt];
     /* Issue 20: q, k, v head slices of one [2, 100, 48, 128], causal. */
     attention_fused_case("q/k/v slices of a fused tensor", dtype, 2, 100, 32, 8, 128, 1, &DENSE);
+    /* The same for head_dim 256 (the Hopper kernel's widest heads). */
+    attention_fused_case("q/k/v slices of a fused tensor", dtype, 1, quick ? 70 : 150, 4, 2, 256, 1, &DENSE);
     /* The same for head_dim 64, out a head slice of a wider tensor. */
     layout wider = {.pad = {[2] = 4}, .start = {[2] = 4}};
     attention_fused_case("q/k/v slices, out a head slice", dtype, 1, quick ? 40 : 64, 4, 1, 64, 0,

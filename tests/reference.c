@@ -152,7 +152,7 @@ static double attend_row(const ref_attention_problem *p, const double *qrow, con
       m += fabs(qrow[d] * kr[d]);
     }
     scores[j] = s * p->scale;
-    magnitudes[j] = m * p->scale;
+    magnitudes[j] = m * fabs(p->scale);
     max = fmax(max, scores[j]);
   }
   for (int64_t j = 0; j < visible; j++) {

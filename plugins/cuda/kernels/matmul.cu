@@ -47,40 +47,55 @@ __device__ __forceinline__ void store_pair(const cuda_matmul_params &p, T *o, co
 
 #define GEMV_WARPS GK_GEMV_NK_OUTPUTS
 
+/* 16 bytes that no one writes while the kernel runs (a weight row read
+ * once): through the non-coherent path, not kept in L1. */
+__device__ __forceinline__ uint4 load_streaming(const void *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+/* Words w, w + 32, ... (16 bytes each) of a times those of b, DEPTH words of
+ * b in flight before any is used, while DEPTH more remain; w moves on. */
+template <class T, bool RMS, int DEPTH>
+__device__ __forceinline__ void gemv_words(const T *a, const T *b, int64_t words, int64_t &w, float &sum, float &ss) {
+  constexpr int E = 16 / sizeof(T);
+  for (; w + 32 * (DEPTH - 1) < words; w += 32 * DEPTH) {
+    uint4 raw[DEPTH];
+#pragma unroll
+    for (int u = 0; u < DEPTH; u++) raw[u] = load_streaming(b + E * (w + 32 * u));
+#pragma unroll
+    for (int u = 0; u < DEPTH; u++) {
+      float bv[E], av[E];
+      unpack16((T *)nullptr, raw[u], bv);
+      unpack16((T *)nullptr, *reinterpret_cast<const uint4 *>(a + E * (w + 32 * u)), av);
+#pragma unroll
+      for (int i = 0; i < E; i++) {
+        sum = fmaf(av[i], bv[i], sum);
+        if (RMS) ss = fmaf(av[i], av[i], ss);
+      }
+    }
+  }
+}
+
 /* One lane's part of a row of a times row n of b (b is [N, K]): lanes
- * stride over K in 16-byte chunks with four chunks in flight each. With
+ * stride over K in 16-byte words, 16 of b in flight each (a 4096-wide bf16
+ * row in one go: the small projections of decode have under one wave of
+ * blocks, so each warp must keep much in flight; 4 at a time left the
+ * 4096 x 4096 GEMV at 67% of copy in a decode step), then 4, then 1. With
  * RMS, also its part of the sum of a's squares, in *squares. */
 template <class T, bool RMS>
 __device__ __forceinline__ float gemv_nk_lane(const cuda_matmul_params &p, const T *a, const T *b, int lane,
                                               float *squares) {
   float sum = 0.0f, ss = 0.0f;
   if (p.vec) {
-    const int64_t chunks = p.k / 8;
-    int64_t c = lane;
-    for (; c + 96 < chunks; c += 128) {
-      float bv[4][8], av[4][8];
-#pragma unroll
-      for (int u = 0; u < 4; u++) load8(b + 8 * (c + 32 * u), bv[u]);
-#pragma unroll
-      for (int u = 0; u < 4; u++) load8(a + 8 * (c + 32 * u), av[u]);
-#pragma unroll
-      for (int u = 0; u < 4; u++)
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-          sum = fmaf(av[u][i], bv[u][i], sum);
-          if (RMS) ss = fmaf(av[u][i], av[u][i], ss);
-        }
-    }
-    for (; c < chunks; c += 32) {
-      float bv[8], av[8];
-      load8(b + 8 * c, bv);
-      load8(a + 8 * c, av);
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        sum = fmaf(av[i], bv[i], sum);
-        if (RMS) ss = fmaf(av[i], av[i], ss);
-      }
-    }
+    const int64_t words = p.k * (int64_t)sizeof(T) / 16;
+    int64_t w = lane;
+    gemv_words<T, RMS, sizeof(T) == 2 ? 16 : 8>(a, b, words, w, sum, ss); /* f32: 8 fit the registers */
+    gemv_words<T, RMS, 4>(a, b, words, w, sum, ss);
+    gemv_words<T, RMS, 1>(a, b, words, w, sum, ss);
   } else {
     for (int64_t k = lane; k < p.k; k += 32) {
       const float av = load1(a + k);
@@ -154,7 +169,8 @@ template <class T> __device__ void gemv_kn_impl(const cuda_matmul_params &p) {
   }
 }
 
-GK_FLOAT_KERNELS(gemv_nk, gemv_nk_impl, cuda_matmul_params, __launch_bounds__(GEMV_WARPS * 32))
+/* Two blocks a multiprocessor: the registers of 16 words in flight a lane. */
+GK_FLOAT_KERNELS(gemv_nk, gemv_nk_impl, cuda_matmul_params, __launch_bounds__(GEMV_WARPS * 32, 2))
 GK_FLOAT_KERNELS(gemv_kn, gemv_kn_impl, cuda_matmul_params, __launch_bounds__(256))
 
 /* ------------------------------------------------------------ SIMT GEMM */
