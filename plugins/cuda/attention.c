@@ -4,9 +4,8 @@
  * cache through block tables). Each op fills a cuda_attention_params
  * (kernels/cuda_params.h) and picks a kernel from kernels/attention.cu:
  * wgmma (Hopper) or mma.sync (sm_80+) prefill, else by rows (tensor cores or
- * SIMT) with long key ranges split across blocks and merged by the last
- * split of a block's rows (decode on tensor cores) or by attention_combine,
- * then enqueues it on the context's stream; it also
+ * SIMT) with long key ranges split across blocks and merged by
+ * attention_combine, then enqueues it on the context's stream; it also
  * answers cuda_attention_supports and cuda_paged_attention_supports (a head
  * dim or grid past the device's limits). From below it uses launch.h's
  * helpers, cuda_launch and cuda_scratch (device.c).
@@ -122,12 +121,9 @@ static gllmk_status launch_attention_rows(gllmk_plugin_device *dev, cuda_attenti
     p->partial_out = scratch;
     p->partial_lse = scratch + (uint64_t)(splits * rows * p->head_dim) * 4;
   }
-  /* One sequence a block (decode): the last split merges (merge_last). */
-  p->merge_last = splits > 1 && tensor_cores && p->tokens_per_block == 1 && gx * gy <= GK_ARRIVAL_COUNTERS;
-  p->counters = dev->arrivals;
   gllmk_status status =
       cuda_launch(dev, kernel, (uint32_t)gx, (uint32_t)gy, (uint32_t)splits, (uint32_t)threads, (uint32_t)smem, p);
-  if (status != GLLMK_OK || splits == 1 || p->merge_last) return status;
+  if (status != GLLMK_OK || splits == 1) return status;
   const int64_t rows = (int64_t)p->tokens * p->q_heads;
   const int64_t combine_blocks = ceil_div(rows * (p->head_dim / 4), 128); /* a thread for 4 dims of a row */
   return cuda_launch(dev, CK_attention_combine_f32 + variant(dtype), clamp_u32(combine_blocks, MAX_GRID_X), 1, 1, 128, 0,

@@ -156,10 +156,6 @@ typedef struct cuda_attention_params {
   uint64_t out, q, k, v, lse, kv_lens;
   uint64_t block_table, q_starts, seq_lens, error_flag;
   uint64_t partial_out, partial_lse; /* split-K scratch (splits > 1) */
-  /* merge_last: the tensor-core rows kernel's last split of a block's rows
-   * merges them (arrival counters, one a block of the x-y grid) and no
-   * combine kernel runs; only with one token a block (one sequence). */
-  uint64_t counters;
   int64_t q_stride, k_stride, v_stride, out_stride; /* between heads */
   int64_t q_token_stride, k_token_stride, v_token_stride, out_token_stride; /* positions / slots */
   int64_t q_batch_stride, k_batch_stride, v_batch_stride, out_batch_stride; /* sequences (not paged) */
@@ -173,7 +169,7 @@ typedef struct cuda_attention_params {
   int32_t stages; /* SIMT kernel: 2 = double-buffered key/value tiles */
   int32_t vec;    /* q, k, v rows 16-byte aligned */
   float scale;
-  int32_t merge_last;
+  int32_t pad_;
 } cuda_attention_params;
 
 /* attention_wgmma: q, k and v described as 4-D tensors (head dim, tokens,
