@@ -47,11 +47,12 @@ __device__ __forceinline__ void store_pair(const cuda_matmul_params &p, T *o, co
 
 #define GEMV_WARPS GK_GEMV_NK_OUTPUTS
 
-/* 16 bytes that no one writes while the kernel runs (a weight row read
- * once): through the non-coherent path, not kept in L1. */
-__device__ __forceinline__ uint4 load_streaming(const void *p) {
+/* 16 bytes of a stream read once (b, which no one writes while the kernel
+ * runs): through the non-coherent path, around L1, which keeps a's rows.
+ * The GEMVs and the skinny GEMM read their weights so. */
+__device__ __forceinline__ uint4 load_streaming16(const void *p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
@@ -65,7 +66,7 @@ __device__ __forceinline__ void gemv_words(const T *a, const T *b, int64_t words
   for (; w + 32 * (DEPTH - 1) < words; w += 32 * DEPTH) {
     uint4 raw[DEPTH];
 #pragma unroll
-    for (int u = 0; u < DEPTH; u++) raw[u] = load_streaming(b + E * (w + 32 * u));
+    for (int u = 0; u < DEPTH; u++) raw[u] = load_streaming16(b + E * (w + 32 * u));
 #pragma unroll
     for (int u = 0; u < DEPTH; u++) {
       float bv[E], av[E];
@@ -522,15 +523,6 @@ GK_MMA_KERNEL(bf16, bf16, nk, false)
 GK_MMA_KERNEL(bf16, bf16, kn, true)
 
 /* ------------------------------------------------- skinny GEMM (M <= 64) */
-
-/* 16 bytes of a stream read once (b): around L1, which keeps a's rows. */
-__device__ __forceinline__ uint4 load_streaming16(const void *p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 /* Few rows of a (decode batches) against b as [N, K]: the time is reading
  * b once, so b goes from memory straight into mma.sync registers. Each of
