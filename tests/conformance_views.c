@@ -671,6 +671,16 @@ static void views_matmul(void) {
       {"a_norm fused weight slices", 0, big_m, big_n, big_k, GLLMK_B_NK, false, 1.0f, 0.0f, true,
        cols_layout(2, big_k, 0), (layout){.pad = {[0] = 2 * big_n}, .start = {[0] = big_n}},
        cols_layout(2, 2 * big_n, big_n), D, false, true},
+      /* The decode GEMV as the generator calls it: b the middle rows of a fused
+       * weight, K long enough for each of cuda's gemv_nk passes (16, 4 and 1
+       * words in flight a lane: 645 16-byte words a bf16 row), with and
+       * without a_norm. */
+      {"gemv, fused weight slices", 0, 1, 96, 5160, GLLMK_B_NK, false, 1.0f, 1.0f, true,
+       cols_layout(2, 8, 0), (layout){.pad = {[0] = 96}, .start = {[0] = 48}}, cols_layout(2, 16, 8), D,
+       false, false},
+      {"a_norm gemv, fused weight slices", 0, 1, 96, 5160, GLLMK_B_NK, false, 1.0f, 1.0f, true,
+       cols_layout(2, 8, 0), (layout){.pad = {[0] = 96}, .start = {[0] = 48}}, cols_layout(2, 16, 8), D,
+       false, true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
