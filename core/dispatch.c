@@ -43,8 +43,9 @@ static const op_layout layouts[GLLMK_OP_COUNT] = {
     [GLLMK_OP_rope] = {AT(rope, inv_freq), 4,
                        {AT(rope, out), AT(rope, x), AT(rope, positions), AT(rope, inv_freq)}},
     LAYOUT(embedding, 3, AT(embedding, out), AT(embedding, table), AT(embedding, ids)),
-    [GLLMK_OP_matmul] = {AT(matmul, flags), 4,
-                         {AT(matmul, out), AT(matmul, a), AT(matmul, b), AT(matmul, bias)}},
+    [GLLMK_OP_matmul] = {AT(matmul, flags), 6,
+                         {AT(matmul, out), AT(matmul, a), AT(matmul, b), AT(matmul, bias),
+                          AT(matmul, rope_positions), AT(matmul, rope_inv_freq)}},
     LAYOUT(attention, 6, AT(attention, out), AT(attention, q), AT(attention, k),
            AT(attention, v), AT(attention, kv_lens), AT(attention, lse)),
     LAYOUT(kv_append, 5, AT(kv_append, k_cache), AT(kv_append, v_cache), AT(kv_append, k),
@@ -78,6 +79,12 @@ static const struct {
     EXTENSION(rope, inv_freq, 2, true),
     EXTENSION(matmul, a_norm, 4, true),
     EXTENSION(matmul, a_norm_eps, 4, false),
+    EXTENSION(matmul, rope_dim, 5, true),
+    EXTENSION(matmul, rope_head_dim, 5, false),
+    EXTENSION(matmul, rope_columns, 5, false),
+    EXTENSION(matmul, rope_theta, 5, false),
+    EXTENSION(matmul, rope_positions, 5, false),
+    EXTENSION(matmul, rope_inv_freq, 5, false),
 };
 
 size_t core_args_size(gllmk_op op) { return op_sizes[op]; }

@@ -338,6 +338,23 @@ static gllmk_status validate_softmax(const op_call *c, const gllmk_softmax_args 
   return finite_value(c, "scale", a->scale);
 }
 
+/* The frequencies of a rotary embedding: inv_freq (F32 [rotary_dim / 2]) or,
+ * without it, theta > 1. */
+static gllmk_status rope_frequencies(const op_call *c, const char *inv_freq_arg,
+                                     const gllmk_tensor *inv_freq, int32_t rotary_dim,
+                                     const char *theta_arg, float theta, const gllmk_tensor *out) {
+  if (inv_freq) {
+    CORE_TRY(dtype_tensor(c, inv_freq_arg, inv_freq, GLLMK_F32));
+    CORE_TRY(ndim_is(c, inv_freq_arg, inv_freq, 1));
+    CORE_TRY(dim_is(c, inv_freq_arg, inv_freq, 0, rotary_dim / 2, "rotary_dim/2"));
+    CORE_TRY(contiguous(c, inv_freq_arg, inv_freq));
+    return no_overlap(c, "out", out, inv_freq_arg, inv_freq, false);
+  }
+  CORE_TRY(finite_value(c, theta_arg, theta));
+  if (theta <= 1.0f) return INVALID("%s: %s=%g must be > 1", c->fn, theta_arg, (double)theta);
+  return GLLMK_OK;
+}
+
 static gllmk_status validate_rope(const op_call *c, const gllmk_rope_args *a) {
   CORE_TRY(float_tensor(c, "out", a->out));
   CORE_TRY(ndim_is(c, "out", a->out, 3));
@@ -359,16 +376,7 @@ static gllmk_status validate_rope(const op_call *c, const gllmk_rope_args *a) {
                    a->rotary_dim, (long long)head_dim);
   if (a->style != GLLMK_ROPE_NEOX && a->style != GLLMK_ROPE_GPTJ)
     return INVALID("%s: style=%d is not a gllmk_rope_style", c->fn, a->style);
-  if (a->inv_freq) { /* the frequencies, instead of theta */
-    CORE_TRY(dtype_tensor(c, "inv_freq", a->inv_freq, GLLMK_F32));
-    CORE_TRY(ndim_is(c, "inv_freq", a->inv_freq, 1));
-    CORE_TRY(dim_is(c, "inv_freq", a->inv_freq, 0, a->rotary_dim / 2, "rotary_dim/2"));
-    CORE_TRY(contiguous(c, "inv_freq", a->inv_freq));
-    return no_overlap(c, "out", a->out, "inv_freq", a->inv_freq, false);
-  }
-  CORE_TRY(finite_value(c, "theta", a->theta));
-  if (a->theta <= 1.0f) return INVALID("%s: theta=%g must be > 1", c->fn, (double)a->theta);
-  return GLLMK_OK;
+  return rope_frequencies(c, "inv_freq", a->inv_freq, a->rotary_dim, "theta", a->theta, a->out);
 }
 
 static gllmk_status validate_embedding(const op_call *c, const gllmk_embedding_args *a) {
@@ -394,6 +402,31 @@ static gllmk_status matrix(const op_call *c, const char *arg, const gllmk_tensor
   if (!dims_flatten(t, 0, t->ndim - 2))
     return INVALID("%s: %s's batch dimensions do not flatten with one stride", c->fn, arg);
   return GLLMK_OK;
+}
+
+/* matmul's rope on the output (ABI 2.5), or none with every rope field 0. */
+static gllmk_status matmul_rope(const op_call *c, const gllmk_matmul_args *a, int64_t m, int64_t n) {
+  if (a->rope_dim == 0) {
+    if (a->rope_positions || a->rope_inv_freq)
+      return INVALID("%s: rope_positions or rope_inv_freq is set but rope_dim is 0", c->fn);
+    return GLLMK_OK;
+  }
+  if (a->a->ndim != 2) return INVALID("%s: rope needs a 2-D a, not a.ndim=%d", c->fn, a->a->ndim);
+  if (a->beta != 0.0f) return INVALID("%s: rope needs beta = 0, not %g", c->fn, (double)a->beta);
+  if (a->rope_dim < 2 || a->rope_dim % 2 != 0 || a->rope_head_dim % 2 != 0 ||
+      a->rope_dim > a->rope_head_dim)
+    return INVALID("%s: rope_dim=%d and rope_head_dim=%d must be even with 2 <= rope_dim <= "
+                   "rope_head_dim", c->fn, a->rope_dim, a->rope_head_dim);
+  if (a->rope_columns <= 0 || a->rope_columns % a->rope_head_dim != 0 || a->rope_columns > n)
+    return INVALID("%s: rope_columns=%d must be a positive multiple of rope_head_dim=%d, at most "
+                   "N=%lld", c->fn, a->rope_columns, a->rope_head_dim, (long long)n);
+  CORE_TRY(i32_tensor(c, "rope_positions", a->rope_positions));
+  CORE_TRY(ndim_is(c, "rope_positions", a->rope_positions, 1));
+  CORE_TRY(dim_is(c, "rope_positions", a->rope_positions, 0, m, "a.shape[0] (M)"));
+  CORE_TRY(contiguous(c, "rope_positions", a->rope_positions));
+  CORE_TRY(no_overlap(c, "out", a->out, "rope_positions", a->rope_positions, false));
+  return rope_frequencies(c, "rope_inv_freq", a->rope_inv_freq, a->rope_dim, "rope_theta",
+                          a->rope_theta, a->out);
 }
 
 static gllmk_status validate_matmul(const op_call *c, const gllmk_matmul_args *a) {
@@ -436,7 +469,8 @@ static gllmk_status validate_matmul(const op_call *c, const gllmk_matmul_args *a
   CORE_TRY(no_overlap(c, "out", a->out, "a", a->a, false));
   CORE_TRY(no_overlap(c, "out", a->out, "b", a->b, false));
   CORE_TRY(finite_value(c, "alpha", a->alpha));
-  return finite_value(c, "beta", a->beta);
+  CORE_TRY(finite_value(c, "beta", a->beta));
+  return matmul_rope(c, a, m, n);
 }
 
 /* q/out [.., H, D] family: unit last stride, D a multiple of 8 up to 256. */

@@ -702,13 +702,89 @@ static void matmul_case(gllmk_dtype dtype, const matmul_problem *p) {
     rms_normalize_rows(a_ref, a.numel / p->k, p->k, eps);
   }
   ref_matmul(&rp, a_ref, b.host, p->bias ? bias.host : NULL, ref);
-  RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){&out.t, &a.t, &b.t, p->bias ? &bias.t : NULL,
-                                                   p->alpha, p->beta, p->layout, 0,
-                                                   p->a_norm ? GLLMK_A_NORM_RMS : GLLMK_A_NORM_NONE,
-                                                   eps}),
+  RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){
+             .out = &out.t, .a = &a.t, .b = &b.t, .bias = p->bias ? &bias.t : NULL,
+             .alpha = p->alpha, .beta = p->beta, .b_layout = p->layout,
+             .a_norm = p->a_norm ? GLLMK_A_NORM_RMS : GLLMK_A_NORM_NONE, .a_norm_eps = eps}),
          what);
   dev_download(&out);
   expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+/* matmul with a rope on the output (ABI 2.5). */
+typedef struct matmul_rope_problem {
+  int64_t m, n, k, head_dim, rope_dim, columns;
+  rope_freq freq;
+  float alpha;
+  bool bias, a_norm;
+} matmul_rope_problem;
+
+static void matmul_rope_case(gllmk_dtype dtype, const matmul_rope_problem *p) {
+  const char *what = label("matmul %s rope M=%lld N=%lld K=%lld head_dim=%lld rope_dim=%lld "
+                           "columns=%lld alpha=%g%s%s%s", dname(dtype), (long long)p->m,
+                           (long long)p->n, (long long)p->k, (long long)p->head_dim,
+                           (long long)p->rope_dim, (long long)p->columns, (double)p->alpha,
+                           rope_freq_name(p->freq), p->bias ? " bias" : "",
+                           p->a_norm ? " a_norm" : "");
+  const int32_t max_position = 100000;
+  const float theta = p->freq == FREQ_THETA ? 500000.0f : 0.0f, eps = 1e-5f;
+  dev a = dev_random(dtype, SHAPE(p->m, p->k), -1, 1);
+  dev b = dev_random(dtype, SHAPE(p->n, p->k), -1, 1);
+  dev bias = dev_random(dtype, SHAPE(p->n), -1, 1);
+  dev out = dev_output(dtype, SHAPE(p->m, p->n));
+  int32_t *positions = host_alloc((size_t)p->m * sizeof *positions);
+  for (int64_t r = 0; r < p->m; r++) positions[r] = (int32_t)test_rng_int(&S.rng, 0, max_position);
+  positions[0] = max_position;
+  dev pos = dev_ints(SHAPE(p->m), positions);
+  dev inv_freq = {0};
+  if (p->freq != FREQ_THETA) inv_freq = rope_inv_freq(p->freq, p->rope_dim);
+  /* The product, then its first `columns` columns of each row turned. */
+  double *ref = host_alloc((size_t)out.numel * sizeof *ref);
+  double *a_ref = host_copy(a.host, a.numel);
+  if (p->a_norm) rms_normalize_rows(a_ref, p->m, p->k, eps);
+  ref_matmul(&(ref_matmul_problem){.batch = 1, .m = p->m, .n = p->n, .k = p->k,
+                                   .b_layout = GLLMK_B_NK, .alpha = p->alpha},
+             a_ref, b.host, p->bias ? bias.host : NULL, ref);
+  double *heads = host_alloc((size_t)(p->m * p->columns) * sizeof *heads);
+  double *turned = host_alloc((size_t)(p->m * p->columns) * sizeof *turned);
+  for (int64_t r = 0; r < p->m; r++)
+    memcpy(heads + r * p->columns, ref + r * p->n, (size_t)p->columns * sizeof *heads);
+  ref_rope_freq(p->m, p->columns / p->head_dim, p->head_dim, heads, positions, theta,
+                p->freq != FREQ_THETA ? inv_freq.host : NULL, p->rope_dim, GLLMK_ROPE_GPTJ, turned);
+  for (int64_t r = 0; r < p->m; r++)
+    memcpy(ref + r * p->n, turned + r * p->columns, (size_t)p->columns * sizeof *turned);
+  RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){
+             .out = &out.t, .a = &a.t, .b = &b.t, .bias = p->bias ? &bias.t : NULL,
+             .alpha = p->alpha, .b_layout = GLLMK_B_NK,
+             .a_norm = p->a_norm ? GLLMK_A_NORM_RMS : GLLMK_A_NORM_NONE, .a_norm_eps = eps,
+             .rope_dim = (int32_t)p->rope_dim, .rope_head_dim = (int32_t)p->head_dim,
+             .rope_columns = (int32_t)p->columns, .rope_theta = theta, .rope_positions = &pos.t,
+             .rope_inv_freq = p->freq != FREQ_THETA ? &inv_freq.t : NULL}),
+         what);
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+/* cuda turns one row (M = 1) only; the other rows run on the cpu. */
+static void conf_matmul_rope(void) {
+  const bool quick = S.quick;
+  const matmul_rope_problem problems[] = {
+      /* M  N  K  head_dim rope_dim columns freq alpha bias a_norm */
+      /* The generator's q/k/v of Llama 3 (q and k turned, v not). */
+      {1, 6144, quick ? 1024 : 4096, 128, 128, 5120, FREQ_LLAMA3, 1.0f, false, true},
+      {1, quick ? 768 : 3072, quick ? 512 : 2048, 128, 128, quick ? 512 : 2560, FREQ_THETA, 1.0f,
+       true, false},
+      /* Partial rotary, K off the vector loads, a pair of heads ending inside a
+       * block of outputs, N ending there too, every column turned. */
+      {1, 200, 100, 64, 32, 128, FREQ_THETA, 0.5f, true, false},
+      {1, 21, 40, 6, 4, 18, FREQ_RANDOM, -1.0f, true, true},
+      {1, 24, 40, 8, 8, 24, FREQ_RANDOM, 1.0f, false, false},
+      {5, 64, 48, 16, 16, 64, FREQ_THETA, 1.0f, true, true},
+      {33, 160, 72, 32, 24, 96, FREQ_LLAMA3, 1.0f, false, false},
+  };
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+    for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
+      matmul_rope_case(float_dtypes[d], &problems[i]);
 }
 
 static void conf_matmul(void) {
@@ -774,6 +850,7 @@ static void conf_matmul(void) {
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
       matmul_case(float_dtypes[d], &problems[i]);
+  conf_matmul_rope();
 }
 
 /* --------------------------------------------------------- attention */

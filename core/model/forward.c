@@ -20,6 +20,9 @@
  * (beta = 1), so no add_rmsnorm runs between the layers:
  *   qkv = rms(residual) · Wqkv;  ...;  residual += attn · Wo
  *   gate_up = rms(residual) · Wgu;  act = ...;  residual += act · Wdown
+ * Without per-head q/k norms, q and k weight rows are in rope-pair order
+ * (weights.c), so rope turns GPT-J pairs, and where the backend can the
+ * q/k/v matmul turns them itself (matmul's rope): no rope call then.
  *
  * With several ranks (tensor parallelism), each rank runs these calls on
  * its heads and intermediate columns, so its o and down outputs are partial
@@ -102,8 +105,11 @@ typedef struct pass {
   int64_t t; /* tokens */
   uint32_t prompt_rows; /* step_layout's */
   bool fused; /* norms inside q/k/v and gate/up, residual adds inside o and down */
+  bool rope_fused; /* fused, and q/k/v's matmul turns q and k too (q, k: views of qkv) */
   step_tensors idx;
-  gllmk_tensor residual, normed, qkv, qk, q, k, attn, attn_flat, proj, gate_up, act; /* q, k: views of qk */
+  /* q, k: views of qk, or of qkv with rope_fused */
+  gllmk_tensor residual, normed, qkv, qk, q, k, attn, attn_flat, proj, gate_up, act;
+  gllmk_rope_args rope; /* rope's settings (pointing into this pass); out and x unset */
 } pass;
 
 /* out = the layer's normed input · w (+ bias); fused, rms(residual) · w. */
@@ -121,6 +127,18 @@ static gllmk_status project_input(const pass *p, const gllmk_tensor *out, const 
                                   const gllmk_tensor *bias, bool has_bias) {
   gllmk_matmul_args args = input_args(p, p->fused, out, w, bias, has_bias);
   return gllmk_matmul(p->shard->context, &args);
+}
+
+/* q/k/v's matmul that also turns q's and k's heads (rope_fused). */
+static gllmk_matmul_args qkv_rope_args(const pass *p, const layer_weights *w) {
+  gllmk_matmul_args args = input_args(p, true, &p->qkv, &w->qkv, &w->qkv_bias, w->has_qkv_bias);
+  args.rope_dim = p->rope.rotary_dim;
+  args.rope_head_dim = (int32_t)p->c->head_dim;
+  args.rope_columns = (int32_t)((p->c->heads + p->c->kv_heads) * p->c->head_dim);
+  args.rope_theta = p->rope.theta;
+  args.rope_positions = p->rope.positions;
+  args.rope_inv_freq = p->rope.inv_freq;
+  return args;
 }
 
 /* The o or down projection of a: into proj (a partial sum with several
@@ -141,10 +159,7 @@ static gllmk_status project_output(const pass *p, uint32_t rank, const gllmk_ten
 static gllmk_status position_heads(const pass *p, const layer_weights *w) {
   gllmk_context *ctx = p->shard->context;
   const int64_t d = p->c->head_dim, hq = p->c->heads, hkv = p->c->kv_heads;
-  const bool scaled = p->c->rope_scaling != ROPE_SCALING_NONE;
-  gllmk_rope_args rope = {.positions = &p->idx.positions, .theta = (float)p->c->rope_theta,
-                          .rotary_dim = (int32_t)p->c->rotary_dim, .style = GLLMK_ROPE_NEOX,
-                          .inv_freq = scaled ? &p->weights->inv_freq : NULL};
+  gllmk_rope_args rope = p->rope;
   if (!p->c->qk_norm) {
     gllmk_tensor q_and_k;
     MODEL_TRY(head_view(&p->qkv, 0, hq + hkv, d, &q_and_k));
@@ -201,9 +216,14 @@ static gllmk_status attention_block(const pass *p, uint32_t index) {
   int64_t d = p->c->head_dim, hq = p->c->heads, hkv = p->c->kv_heads;
   const float scale = (float)(1.0 / sqrt((double)d));
   gllmk_tensor v_view;
-  MODEL_TRY(project_input(p, &p->qkv, &w->qkv, &w->qkv_bias, w->has_qkv_bias));
   MODEL_TRY(head_view(&p->qkv, (hq + hkv) * d, hkv, d, &v_view));
-  MODEL_TRY(position_heads(p, w));
+  if (p->rope_fused) {
+    gllmk_matmul_args args = qkv_rope_args(p, w);
+    MODEL_TRY(gllmk_matmul(ctx, &args));
+  } else {
+    MODEL_TRY(project_input(p, &p->qkv, &w->qkv, &w->qkv_bias, w->has_qkv_bias));
+    MODEL_TRY(position_heads(p, w));
+  }
   MODEL_TRY(gllmk_kv_append(ctx, &(gllmk_kv_append_args){
       .k_cache = &p->shard->k_cache[index], .v_cache = &p->shard->v_cache[index], .k = &p->k,
       .v = &v_view, .slots = &p->idx.slots}));
@@ -261,6 +281,23 @@ static bool fusion_supported(const pass *p) {
   return gllmk_op_supported(p->shard->context, GLLMK_OP_matmul, &args, sizeof args) == GLLMK_OK;
 }
 
+/* Whether q/k/v's matmul can also turn q and k at this many rows: with the
+ * rows in pair order, fused, and the backend taking it (cuda: one row). */
+static bool rope_fusion_supported(const pass *p, bool rope_paired) {
+  if (!rope_paired || !p->fused) return false;
+  gllmk_matmul_args args = qkv_rope_args(p, &p->weights->layers[0]);
+  return gllmk_op_supported(p->shard->context, GLLMK_OP_matmul, &args, sizeof args) == GLLMK_OK;
+}
+
+/* rope's settings: NeoX pairs, or GPT-J ones once the rows are in pair order. */
+static gllmk_rope_args rope_settings(const pass *p, bool rope_paired) {
+  const bool scaled = p->c->rope_scaling != ROPE_SCALING_NONE;
+  return (gllmk_rope_args){.positions = &p->idx.positions, .theta = (float)p->c->rope_theta,
+                           .rotary_dim = (int32_t)p->c->rotary_dim,
+                           .style = rope_paired ? GLLMK_ROPE_GPTJ : GLLMK_ROPE_NEOX,
+                           .inv_freq = scaled ? &p->weights->inv_freq : NULL};
+}
+
 static gllmk_status make_pass(session_state *s, uint32_t rank, const step_layout *l, pass *p) {
   session_shard *shard = &s->shards[rank];
   const scratch *x = &shard->x;
@@ -278,10 +315,13 @@ static gllmk_status make_pass(session_state *s, uint32_t rank, const step_layout
       {&x->proj, &p->proj}, {&x->gate_up, &p->gate_up}, {&x->act, &p->act}};
   for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
     MODEL_TRY(rows(views[i].from, p->t, views[i].to));
-  MODEL_TRY(split_qk(p));
   MODEL_TRY(as_matrix(&p->attn, p->t, p->c->heads * p->c->head_dim, &p->attn_flat));
   p->fused = fusion_supported(p);
-  return GLLMK_OK;
+  p->rope = rope_settings(p, s->model->rope_paired);
+  p->rope_fused = rope_fusion_supported(p, s->model->rope_paired);
+  if (!p->rope_fused) return split_qk(p);
+  MODEL_TRY(head_view(&p->qkv, 0, p->c->heads, p->c->head_dim, &p->q));
+  return head_view(&p->qkv, p->c->heads * p->c->head_dim, p->c->kv_heads, p->c->head_dim, &p->k);
 }
 
 /* Every rank's o or down output summed (one rank: nothing to do): in place

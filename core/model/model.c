@@ -125,6 +125,7 @@ static gllmk_status load(model_state *m, gllmk_context *const *contexts,
   if (o->path) MODEL_TRY(model_upload_checkpoint(m, o->path, o));
   else MODEL_TRY(model_fill_synthetic(m, o->seed));
   MODEL_TRY(model_fold_norms(m));
+  MODEL_TRY(model_pair_rope_rows(m));
   return m->ranks > 1 ? connect_ranks(m) : GLLMK_OK;
 }
 

@@ -140,6 +140,9 @@ struct model_state {
   gllmk_communicator *comm;  /* NULL with one rank */
   int32_t dtype;
   char name[32];
+  /* q and k rows of each head in GPT-J pair order (model_pair_rope_rows):
+   * rope turns pairs (2j, 2j + 1), and matmul can turn them itself. */
+  bool rope_paired;
   uint64_t weight_bytes; /* over all ranks */
   double load_seconds;
   uint64_t handle;
@@ -155,6 +158,9 @@ gllmk_status model_upload_checkpoint(model_state *model, const char *dir,
 gllmk_status model_fill_synthetic(model_state *model, uint64_t seed);
 /* After either: the norms before q/k/v and gate/up folded into them (weights.c). */
 gllmk_status model_fold_norms(model_state *model);
+/* Then, without per-head q/k norms: each head's q and k rows reordered so
+ * that rope's NeoX pairs sit side by side (rope_paired; weights.c). */
+gllmk_status model_pair_rope_rows(model_state *model);
 
 /* ---------------------------------------------------------------- session */
 

@@ -463,6 +463,54 @@ gllmk_status model_fold_norms(model_state *m) {
   return GLLMK_OK;
 }
 
+/* ------------------------------------------------------------ rope pairs */
+
+/* Rows [0, rotary_dim) of each of `heads` heads of t ([heads * head_dim,
+ * cols], or a 1-D bias as cols 1) reordered (0, half, 1, half + 1, ...), so
+ * that a NeoX pair (j, j + half) becomes the GPT-J pair (2j, 2j + 1): a copy
+ * into `staging` through a permuted view, and back. */
+static gllmk_status pair_rows(gllmk_context *ctx, const gllmk_tensor *t, int64_t heads,
+                              int64_t head_dim, int64_t rotary_dim, gllmk_buffer *staging) {
+  const int64_t half = rotary_dim / 2, cols = t->ndim == 2 ? t->shape[1] : 1;
+  const int64_t row = t->ndim == 2 ? t->strides[0] : 1;
+  gllmk_tensor pairs = *t; /* [heads, half, 2, cols]: element (h, j, s) is row h d + s half + j */
+  pairs.ndim = 4;
+  const int64_t shape[4] = {heads, half, 2, cols}, strides[4] = {head_dim * row, row, half * row, 1};
+  memcpy(pairs.shape, shape, sizeof shape);
+  memcpy(pairs.strides, strides, sizeof strides);
+  gllmk_tensor packed, rotated = pairs; /* rotated: the same rows in their new order */
+  MODEL_TRY(gllmk_tensor_make(staging, 0, (gllmk_dtype)t->dtype, 4, shape, &packed));
+  rotated.strides[1] = 2 * row;
+  rotated.strides[2] = row;
+  MODEL_TRY(gllmk_copy(ctx, &(gllmk_copy_args){.out = &packed, .src = &pairs}));
+  return gllmk_copy(ctx, &(gllmk_copy_args){.out = &rotated, .src = &packed});
+}
+
+gllmk_status model_pair_rope_rows(model_state *m) {
+  const model_config *c = &m->local;
+  m->rope_paired = !c->qk_norm;
+  if (!m->rope_paired) return GLLMK_OK;
+  const int64_t heads = (int64_t)c->heads + c->kv_heads, d = c->head_dim, h = c->hidden;
+  for (uint32_t r = 0; r < m->ranks; r++) {
+    const model_shard *shard = &m->shards[r];
+    gllmk_buffer *staging;
+    const size_t bytes = (size_t)(heads * c->rotary_dim * h) * gllmk_dtype_size((gllmk_dtype)m->dtype);
+    MODEL_TRY(gllmk_buffer_alloc(shard->context, bytes, &staging));
+    gllmk_status status = GLLMK_OK;
+    for (uint32_t i = 0; i < c->layers && status == GLLMK_OK; i++) {
+      const layer_weights *l = &shard->layers[i];
+      status = pair_rows(shard->context, &l->qkv, heads, d, c->rotary_dim, staging);
+      if (status == GLLMK_OK && l->has_qkv_bias)
+        status = pair_rows(shard->context, &l->qkv_bias, heads, d, c->rotary_dim, staging);
+    }
+    gllmk_status synced = gllmk_synchronize(shard->context);
+    gllmk_buffer_free(staging);
+    MODEL_TRY(status);
+    MODEL_TRY(synced);
+  }
+  return GLLMK_OK;
+}
+
 /* ------------------------------------------------------------- synthetic */
 
 /* A pool of random values on each rank's device; a whole weight is filled

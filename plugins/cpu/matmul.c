@@ -2,7 +2,7 @@
  * matmul.c - the matmul family on the cpu: matmul, out = alpha * a op(b) +
  * beta * out + bias, a's rows optionally RMS-normalized first (a_norm:
  * each row's scale is found once, then applied as the row is packed or
- * converted). The planning, packing and tasks are here; the
+ * converted), the output optionally turned by a rope after (rope_dim). The planning, packing and tasks are here; the
  * micro-kernels and GEMV kernels are the cpu_gemm_isa tables below it
  * (cpu_gemm.h: cpu_gemm.c portable, cpu_gemm_avx2.c, cpu_gemm_avx512.c),
  * which attention.c uses too. From below it also uses cpu_run_tasks
@@ -609,6 +609,23 @@ static gllmk_status run_matmul(gllmk_plugin_device *device, matmul_job *job) {
                        gemm_scratch_layout(job, NULL, &sizing), gemm_task, job);
 }
 
+/* matmul's rope on the output (ABI 2.5): gllmk_rope in GPT-J style over out's
+ * first rope_columns columns as [M, heads, rope_head_dim], in place. Here
+ * the product is rounded to out's dtype before it turns (twice rounded in
+ * F16/BF16, where a fused kernel rounds once). */
+static gllmk_status rope_output(gllmk_plugin_device *device, const gllmk_matmul_args *args) {
+  gllmk_tensor heads = *args->out;
+  heads.ndim = 3;
+  heads.shape[1] = args->rope_columns / args->rope_head_dim;
+  heads.shape[2] = args->rope_head_dim;
+  heads.strides[1] = args->rope_head_dim;
+  heads.strides[2] = 1;
+  return cpu_rope(device, &(gllmk_rope_args){.out = &heads, .x = &heads,
+                                             .positions = args->rope_positions,
+                                             .theta = args->rope_theta, .rotary_dim = args->rope_dim,
+                                             .style = GLLMK_ROPE_GPTJ, .inv_freq = args->rope_inv_freq});
+}
+
 gllmk_status cpu_matmul(gllmk_plugin_device *device, const gllmk_matmul_args *args) {
   matmul_job job;
   describe_job(args, &job);
@@ -618,5 +635,6 @@ gllmk_status cpu_matmul(gllmk_plugin_device *device, const gllmk_matmul_args *ar
   }
   gllmk_status status = run_matmul(device, &job);
   free(job.row_scale);
+  if (status == GLLMK_OK && args->rope_dim != 0) status = rope_output(device, args);
   return status;
 }

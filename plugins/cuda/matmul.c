@@ -1,8 +1,8 @@
 /*
  * matmul.c - the matmul family: matmul (out = alpha * a op(b) + beta * out
  * + bias, batched, b as [N, K] or [K, N], a's rows RMS-normalized first
- * with a_norm, which only gemv_nk does: cuda_matmul_supports refuses it for
- * the other kernels). It fills a cuda_matmul_params
+ * with a_norm, the output turned by a rope with rope_dim: only gemv_nk
+ * does those, cuda_matmul_supports refuses them for the other kernels). It fills a cuda_matmul_params
  * (kernels/cuda_params.h) and picks a kernel from kernels/matmul.cu: gemv
  * for one row, skinny (mma.sync fed from registers) for up to 64 rows,
  * wgmma with TMA descriptors on Hopper (sm_90a), mma.sync on sm_80+, SIMT
@@ -10,6 +10,7 @@
  * below it uses launch.h's helpers, cuda_launch (device.c) and the driver's
  * cuTensorMapEncodeTiled (`cu`, driver.c).
  */
+#include <math.h>
 #include <string.h>
 
 #include "launch.h"
@@ -125,6 +126,12 @@ static void describe_matmul(const gllmk_matmul_args *args, cuda_matmul_params *o
            strides_aligned(b, (const int64_t[]){p.ldb, p.b_batch_stride}, 2, 4 * (int64_t)elem_size(b));
   p.a_rms = args->a_norm == GLLMK_A_NORM_RMS;
   p.a_rms_eps = args->a_norm_eps;
+  p.rope_dim = args->rope_dim;
+  p.rope_head_dim = args->rope_head_dim;
+  p.rope_columns = args->rope_columns;
+  p.rope_log2_ratio = args->rope_dim ? 2.0 * log2((double)args->rope_theta) / args->rope_dim : 0.0;
+  p.rope_positions = args->rope_dim ? cuda_tensor_address(args->rope_positions) : 0;
+  p.rope_inv_freq = args->rope_inv_freq ? cuda_tensor_address(args->rope_inv_freq) : 0;
   *out_params = p;
 }
 
@@ -145,12 +152,13 @@ static gllmk_status launch_simt(gllmk_plugin_device *dev, cuda_matmul_params *p,
 
 static int runs_gemv(const cuda_matmul_params *p) { return p->m == 1 && p->batch <= MAX_GRID_YZ; }
 
-/* Only gemv_nk normalizes a's rows (a_norm): one row of a, b as [N, K]. */
+/* Only gemv_nk normalizes a's rows (a_norm) and turns its output (rope):
+ * one row of a, b as [N, K]. */
 static int runs_gemv_nk(const cuda_matmul_params *p) { return runs_gemv(p) && !p->b_kn; }
 
-static gllmk_status refuse_a_norm(void) {
-  return cuda_host->fail(GLLMK_ERR_UNSUPPORTED,
-                         "gllmk_matmul: the cuda backend applies a_norm to one row of a (M = 1) with b as [N, K] only");
+static gllmk_status refuse_fusion(void) {
+  return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the cuda backend applies a_norm and rope to one "
+                                                "row of a (M = 1) with b as [N, K] only");
 }
 
 /* The wgmma kernel's tile width for a problem: 128 columns where their
@@ -170,7 +178,7 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
   const int32_t dtype = args->out->dtype;
   cuda_matmul_params p;
   describe_matmul(args, &p);
-  if (p.a_rms && !runs_gemv_nk(&p)) return refuse_a_norm();
+  if ((p.a_rms || p.rope_dim) && !runs_gemv_nk(&p)) return refuse_fusion();
   const int v = variant(dtype);
   if (runs_gemv(&p)) {
     if (p.b_kn)
@@ -209,8 +217,8 @@ CUDA_OP_ENTRY(matmul)
 
 gllmk_status cuda_matmul_supports(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
   (void)dev;
-  if (args->a_norm == GLLMK_A_NORM_NONE) return GLLMK_OK;
+  if (args->a_norm == GLLMK_A_NORM_NONE && args->rope_dim == 0) return GLLMK_OK;
   cuda_matmul_params p;
   describe_matmul(args, &p);
-  return runs_gemv_nk(&p) ? GLLMK_OK : refuse_a_norm();
+  return runs_gemv_nk(&p) ? GLLMK_OK : refuse_fusion();
 }

@@ -456,7 +456,21 @@ typedef enum gllmk_matmul_a_norm {
 
 /* out[..., M, N] = alpha * a[..., M, K] op(b) + beta * out (+ bias[N]).
  * b is 2-D (shared by every batch) or has a's leading dims; bias may be NULL.
- * With beta = 0, out is not read (NaN in it does not propagate). */
+ * With beta = 0, out is not read (NaN in it does not propagate).
+ *
+ * ABI 2.5, rope on the output (rope_dim > 0): the product's first
+ * rope_columns columns, in groups of rope_head_dim (a head), are turned as
+ * gllmk_rope turns a head in GLLMK_ROPE_GPTJ style: pair j < rope_dim / 2
+ * of a group, columns 2j and 2j + 1, by rope_positions[m] * inv_freq[j]
+ * (rope_inv_freq, F32 [rope_dim / 2], or rope_theta^(-2j / rope_dim)); the
+ * rest is as computed. The rotation is applied in F32 to alpha * a op(b)
+ * (+ bias) before the result is stored. It needs a 2-D a ([M, K]), beta = 0,
+ * rope_positions I32 [M]; rope_head_dim even and at least rope_dim (even),
+ * rope_columns a multiple of it, at most N. A NeoX-style model turns pairs
+ * (j, j + rope_dim / 2) instead: it permutes its q and k weight rows so that
+ * those pairs sit side by side (q . k does not change when both are
+ * permuted alike), which is what the generator does. A backend may support
+ * it for some shapes only (gllmk_op_supported tells). */
 typedef struct gllmk_matmul_args {
   const gllmk_tensor *out, *a, *b, *bias;
   float alpha, beta;
@@ -464,6 +478,10 @@ typedef struct gllmk_matmul_args {
   uint32_t flags;   /* ABI 2.1: gllmk_matmul_flags; 0 = none */
   int32_t a_norm;   /* ABI 2.4: gllmk_matmul_a_norm; 0 = none */
   float a_norm_eps; /* ABI 2.4: GLLMK_A_NORM_RMS's eps (finite, >= 0) */
+  int32_t rope_dim; /* ABI 2.5: rope on the output (above); 0 = none */
+  int32_t rope_head_dim, rope_columns; /* ABI 2.5 */
+  float rope_theta;                    /* ABI 2.5: > 1 unless rope_inv_freq */
+  const gllmk_tensor *rope_positions, *rope_inv_freq; /* ABI 2.5 */
 } gllmk_matmul_args;
 
 /* Flash attention. q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D], out like q;

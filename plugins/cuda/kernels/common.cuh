@@ -206,6 +206,14 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
+/* (cos, sin) of pos * frequency, the angle reduced to [-pi, pi] in double so
+ * that large positions keep their accuracy and sincosf takes its fast path. */
+__device__ __forceinline__ void rope_angle(double pos, double frequency, float &c, float &s) {
+  const double two_pi = 6.283185307179586476925, inv_two_pi = 0.15915494309189533576888;
+  const double a = pos * frequency;
+  sincosf((float)fma(-two_pi, rint(a * inv_two_pi), a), &s, &c);
+}
+
 /* ---------------------------------------------------------- split work */
 
 /* Whether this block is the last of `expected` to reach counters[index]

@@ -108,6 +108,11 @@ typedef struct cuda_matmul_params {
   int32_t a_rms; /* a_norm: a's row divided by its RMS (gemv_nk only) */
   float a_rms_eps;
   int32_t vec4; /* K (and N for [K, N]) % 4 == 0, a and b rows 4-element aligned */
+  /* rope on the output (gemv_nk only): GPT-J pairs of the first
+   * rope_columns columns, in heads of rope_head_dim; rope_dim 0 = none. */
+  int32_t rope_dim, rope_head_dim, rope_columns, pad_;
+  double rope_log2_ratio; /* pair j's frequency theta^(-2j / rope_dim) = 2^(-j * this) */
+  uint64_t rope_positions, rope_inv_freq; /* I32 [1]; F32 [rope_dim / 2] or 0 */
 } cuda_matmul_params;
 
 /* matmul_skinny: a matmul of few rows (M <= 64, decode batches) split over

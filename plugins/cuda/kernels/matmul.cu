@@ -2,7 +2,8 @@
  * matmul.cu - matmul: out = alpha * a op(b) + beta * out (+ bias).
  *
  *  - gemv_nk / gemv_kn: M = 1 (decode), bound by reading b once; gemv_nk
- *    also divides a by its RMS (the API's a_norm) on the way.
+ *    also divides a by its RMS (the API's a_norm) on the way, and turns
+ *    its output by a rope (the API's rope_dim).
  *  - matmul_skinny: f16/bf16, M <= 64 (decode batches), b as [N, K]:
  *    also bound by reading b once; split over K when N is small.
  *  - matmul_wgmma: f16/bf16 with b as [N, K] on Hopper (sm_90a): warpgroup
@@ -108,24 +109,82 @@ __device__ __forceinline__ float gemv_nk_lane(const cuda_matmul_params &p, const
   return sum;
 }
 
+/* Output n's rope (GPT-J pairs, columns 2j and 2j + 1 of a head: two warps
+ * of one block): whether it turns, which of its pair it is, and the angle's
+ * two factors, loaded before the row's products so that their latency hides
+ * behind the weights'. */
+struct rope_turn {
+  bool turned;
+  bool second; /* column 2j + 1 of its pair */
+  int32_t position;
+  double frequency;
+  float cosine, sine;
+};
+
+__device__ __forceinline__ rope_turn rope_turn_of(const cuda_matmul_params &p, int64_t z, int64_t n) {
+  rope_turn t = {false, false, 0, 0.0, 1.0f, 0.0f};
+  if (!p.rope_dim || n >= p.rope_columns) return t;
+  const int32_t c = (int32_t)n % p.rope_head_dim; /* 32 bits: a 64-bit % is a long call */
+  if (c >= p.rope_dim) return t;
+  const int32_t j = c / 2;
+  t.turned = true;
+  t.second = c & 1;
+  t.position = reinterpret_cast<const int32_t *>(p.rope_positions)[z];
+  t.frequency = p.rope_inv_freq ? (double)reinterpret_cast<const float *>(p.rope_inv_freq)[j]
+                                : exp2(-(double)j * p.rope_log2_ratio);
+  return t;
+}
+
+/* The angle's cosine and sine, by every lane (the warp's products are done,
+ * and its sum's shuffles hide this), as rope_angle reduces it but with the
+ * MUFU's sine and cosine: 2^-21 absolute error on [-pi, pi], against the
+ * 2^-8 to 2^-24 rounding of the outputs; sincosf's longer chain cost the
+ * block's tail (Nsight, H200: q/k/v 17.1 -> 18.1 us). */
+__device__ __forceinline__ void turn_angle(rope_turn &t) {
+  if (!t.turned) return;
+  const double two_pi = 6.283185307179586476925, inv_two_pi = 0.15915494309189533576888;
+  const double a = (double)t.position * t.frequency;
+  __sincosf((float)fma(-two_pi, rint(a * inv_two_pi), a), &t.sine, &t.cosine);
+}
+
+/* Output v of a rope's pair turned, from this warp's lane 0 and its
+ * partner's, for lane 0; every thread of the block must call it. */
+__device__ __forceinline__ float turned_pair(const rope_turn &t, float v) {
+  __shared__ float outputs[GEMV_WARPS];
+  const int warp = threadIdx.x >> 5;
+  if ((threadIdx.x & 31) == 0) outputs[warp] = v;
+  __syncthreads();
+  if (!t.turned) return v;
+  const float partner = outputs[warp ^ 1];
+  return t.second ? partner * t.sine + v * t.cosine : v * t.cosine - partner * t.sine;
+}
+
 /* b is [N, K]: one warp per output. With a_rms the row's scale comes from
  * the squares each warp sums on the way (a is read by every warp anyway),
- * so normalizing a costs no pass of its own. */
+ * so normalizing a costs no pass of its own. With a rope the block's warps
+ * swap their outputs, so none leaves early. */
 template <class T> __device__ void gemv_nk_impl(const cuda_matmul_params &p) {
+  static_assert(GEMV_WARPS % 2 == 0, "a rope's pairs share a block");
   const int lane = threadIdx.x & 31;
   const int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
   const int64_t z = blockIdx.y;
-  if (n >= p.n) return;
+  if (n >= p.n && !p.rope_dim) return;
+  rope_turn turn = rope_turn_of(p, z, n);
   const T *a = ptr_at<const T>(p.a, z * p.a_batch_stride);
-  const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride + n * p.ldb);
-  float squares;
-  float sum = warp_sum(p.a_rms ? gemv_nk_lane<T, true>(p, a, b, lane, &squares)
-                               : gemv_nk_lane<T, false>(p, a, b, lane, &squares));
-  if (p.a_rms) sum *= rsqrtf(warp_sum(squares) / (float)p.k + p.a_rms_eps);
-  if (lane == 0) {
-    T *out = ptr_at<T>(p.out, z * p.out_batch_stride + n);
-    store1(out, epilogue(p, out, bias_of<T>(p), n, sum));
+  T *out = ptr_at<T>(p.out, z * p.out_batch_stride + n);
+  float v = 0.0f;
+  if (n < p.n) {
+    const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride + n * p.ldb);
+    float squares;
+    const float part = p.a_rms ? gemv_nk_lane<T, true>(p, a, b, lane, &squares)
+                               : gemv_nk_lane<T, false>(p, a, b, lane, &squares);
+    turn_angle(turn);
+    float sum = warp_sum(part);
+    if (p.a_rms) sum *= rsqrtf(warp_sum(squares) / (float)p.k + p.a_rms_eps);
+    if (lane == 0) v = epilogue(p, out, bias_of<T>(p), n, sum);
   }
+  if (p.rope_dim) v = turned_pair(turn, v);
+  if (lane == 0 && n < p.n) store1(out, v);
 }
 
 /* b is [K, N]: a block covers 64 outputs; 8 threads x 8 columns each walk

@@ -7,14 +7,6 @@
 
 /* ------------------------------------------------------------------ rope */
 
-/* (cos, sin) of pos * frequency, the angle reduced to [-pi, pi] in double so
- * that large positions keep their accuracy and sincosf takes its fast path. */
-__device__ __forceinline__ void rope_angle(double pos, double frequency, float &c, float &s) {
-  const double two_pi = 6.283185307179586476925, inv_two_pi = 0.15915494309189533576888;
-  const double a = pos * frequency;
-  sincosf((float)fma(-two_pi, rint(a * inv_two_pi), a), &s, &c);
-}
-
 /* Features rotary_dim .. head_dim - 1 of token t's heads, which rope copies
  * unchanged when out is not x (the block's threads share them). */
 template <class T> __device__ __forceinline__ void rope_copy_tail(const cuda_rope_params &p, int64_t t) {
