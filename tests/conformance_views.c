@@ -607,6 +607,42 @@ static void matmul_view_case(gllmk_dtype dtype, const mm_view *c) {
   expect_view_close(what, &out, ref);
 }
 
+/* matmul's rope (ABI 2.5) on views: out a column slice of a wider buffer one
+ * element in (as the generator's q/k/v rows of a scratch), a a column slice,
+ * b the middle rows of a fused weight; one row (cuda's GEMV), then three
+ * (the cpu's GEMM path). */
+static void matmul_rope_view_case(gllmk_dtype dtype, int64_t m) {
+  const int64_t n = 96, k = 200, head_dim = 16, rope_dim = 12, columns = 64;
+  layout out_layout = cols_layout(2, 40, 24);
+  out_layout.shift = 1;
+  placed a = place_in(dtype, SHAPE(m, k), &(layout){.pad = {[1] = 8}, .start = {[1] = 8}}, -1, 1);
+  placed b = place_in(dtype, SHAPE(n, k), &(layout){.pad = {[0] = 2 * n}, .start = {[0] = n}}, -1, 1);
+  placed bias = place_in(dtype, SHAPE(n), &DENSE, -1, 1);
+  placed out = place_out(dtype, SHAPE(m, n), &out_layout);
+  const char *what = label("matmul rope %s M=%lld N=%lld K=%lld head_dim=%lld rope_dim=%lld "
+                           "columns=%lld bias: a %s, b %s, out %s", dname(dtype), (long long)m,
+                           (long long)n, (long long)k, (long long)head_dim, (long long)rope_dim,
+                           (long long)columns, view_text(&a.t), view_text(&b.t), view_text(&out.t));
+  int32_t positions[3] = {70000, 0, 12345};
+  dev pos = dev_ints(SHAPE(m), positions);
+  double *ref = values(&out), *turned = host_alloc((size_t)(m * columns) * sizeof *turned);
+  double *heads = host_alloc((size_t)(m * columns) * sizeof *heads);
+  ref_matmul(&(ref_matmul_problem){.batch = 1, .m = m, .n = n, .k = k, .b_layout = GLLMK_B_NK,
+                                   .alpha = 1.0f},
+             values(&a), values(&b), values(&bias), ref);
+  for (int64_t r = 0; r < m; r++) memcpy(heads + r * columns, ref + r * n, (size_t)columns * sizeof *heads);
+  ref_rope_freq(m, columns / head_dim, head_dim, heads, positions, 10000.0, NULL, rope_dim,
+                GLLMK_ROPE_GPTJ, turned);
+  for (int64_t r = 0; r < m; r++) memcpy(ref + r * n, turned + r * columns, (size_t)columns * sizeof *ref);
+  RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){
+             .out = &out.t, .a = &a.t, .b = &b.t, .bias = &bias.t, .alpha = 1.0f,
+             .b_layout = GLLMK_B_NK, .rope_dim = (int32_t)rope_dim,
+             .rope_head_dim = (int32_t)head_dim, .rope_columns = (int32_t)columns,
+             .rope_theta = 10000.0f, .rope_positions = &pos.t}),
+         what);
+  expect_view_close(what, &out, ref);
+}
+
 static void views_matmul(void) {
   const bool quick = S.quick;
   const layout D = DENSE;
@@ -682,9 +718,12 @@ static void views_matmul(void) {
        cols_layout(2, 8, 0), (layout){.pad = {[0] = 96}, .start = {[0] = 48}}, cols_layout(2, 16, 8), D,
        false, true},
   };
-  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
       matmul_view_case(float_dtypes[d], &cases[i]);
+    matmul_rope_view_case(float_dtypes[d], 1);
+    matmul_rope_view_case(float_dtypes[d], 3);
+  }
 }
 
 /* ------------------------------------------------------------- attention */
