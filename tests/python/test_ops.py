@@ -204,6 +204,18 @@ def test_matmul_rms_eps(cpu, rng):
     assert_close(gllmk.matmul(a, w, rms_eps=1e-5, context=cpu), normed @ wv.T, "f32")
 
 
+@pytest.mark.parametrize("rows", [1, 3])
+def test_matmul_rope(cpu, rng, rows):
+    a, av = rand(rng, (rows, 40), "f32")
+    w, wv = rand(rng, (48, 40), "f32")
+    positions = np.array([5000, 0, 17][:rows], np.int32)
+    rope = {"positions": positions, "head_dim": 16, "rotary_dim": 12, "columns": 32, "theta": 500.0}
+    ref = av @ wv.T
+    ref[:, :32] = refs.rope(ref[:, :32].reshape(rows, 2, 16), positions, 500.0, 12,
+                            "gptj").reshape(rows, 32)
+    assert_close(gllmk.matmul(a, w, rope=rope, context=cpu), ref, "f32")
+
+
 def test_matmul_gemv_f32(ctx, rng):
     a, av = rand(rng, (1, 300), "f32")
     w, wv = rand(rng, (129, 300), "f32")

@@ -182,11 +182,15 @@ def embedding(ids, table, *, out=None, context=None):
 
 
 def matmul(a, b, bias=None, *, layout="nk", alpha=1.0, beta=0.0, allow_tf32=False, rms_eps=None,
-           out=None, context=None):
+           rope=None, out=None, context=None):
     """alpha * a @ op(b) + beta * out (+ bias). layout "nk": b is [N, K], a
     Linear weight (F.linear(a, b, bias)); "kn": b is [K, N] (a @ b). With
     rms_eps, each row of a is first divided by sqrt(mean(row^2) + rms_eps)
-    (a_norm: an RMSNorm without weight; not every backend takes every shape)."""
+    (a_norm: an RMSNorm without weight). rope, a dict with positions (I32
+    [M]), head_dim, columns, and optionally rotary_dim (head_dim), theta
+    (10000) or inv_freq: the output's first `columns` columns turned as
+    gllmk.rope(style="gptj") turns heads of head_dim (a 2-D a, beta 0). Not
+    every backend takes every shape of either."""
     if beta != 0 and out is None:
         raise ValueError("gllmk.matmul: beta != 0 reads out: pass out=")
     b_layout = _LAYOUT[layout]
@@ -194,9 +198,14 @@ def matmul(a, b, bias=None, *, layout="nk", alpha=1.0, beta=0.0, allow_tf32=Fals
     def shape(d):
         n = d["b"].shape[-2] if b_layout == 0 else d["b"].shape[-1]
         return d["a"].shape[:-1] + (n,)
-    return _op("matmul", {"a": a, "b": b, "bias": bias},
+    rope = rope or {}
+    head_dim = rope.get("head_dim", 0)
+    return _op("matmul", {"a": a, "b": b, "bias": bias, "rope_positions": rope.get("positions"),
+                          "rope_inv_freq": rope.get("inv_freq")},
                {"alpha": alpha, "beta": beta, "b_layout": b_layout, "flags": int(allow_tf32),
-                "a_norm": int(rms_eps is not None), "a_norm_eps": rms_eps or 0.0},
+                "a_norm": int(rms_eps is not None), "a_norm_eps": rms_eps or 0.0,
+                "rope_dim": rope.get("rotary_dim", head_dim), "rope_head_dim": head_dim,
+                "rope_columns": rope.get("columns", 0), "rope_theta": rope.get("theta", 10000.0)},
                context, out, shape, "a")
 
 
