@@ -471,8 +471,7 @@ gllmk_status model_fold_norms(model_state *m) {
  * into `staging` through a permuted view, and back. */
 static gllmk_status pair_rows(gllmk_context *ctx, const gllmk_tensor *t, int64_t heads,
                               int64_t head_dim, int64_t rotary_dim, gllmk_buffer *staging) {
-  const int64_t half = rotary_dim / 2, cols = t->ndim == 2 ? t->shape[1] : 1;
-  const int64_t row = t->ndim == 2 ? t->strides[0] : 1;
+  const int64_t half = rotary_dim / 2, cols = t->ndim == 2 ? t->shape[1] : 1, row = t->strides[0];
   gllmk_tensor pairs = *t; /* [heads, half, 2, cols]: element (h, j, s) is row h d + s half + j */
   pairs.ndim = 4;
   const int64_t shape[4] = {heads, half, 2, cols}, strides[4] = {head_dim * row, row, half * row, 1};

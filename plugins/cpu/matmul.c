@@ -2,11 +2,12 @@
  * matmul.c - the matmul family on the cpu: matmul, out = alpha * a op(b) +
  * beta * out + bias, a's rows optionally RMS-normalized first (a_norm:
  * each row's scale is found once, then applied as the row is packed or
- * converted), the output optionally turned by a rope after (rope_dim). The planning, packing and tasks are here; the
- * micro-kernels and GEMV kernels are the cpu_gemm_isa tables below it
- * (cpu_gemm.h: cpu_gemm.c portable, cpu_gemm_avx2.c, cpu_gemm_avx512.c),
- * which attention.c uses too. From below it also uses cpu_run_tasks
- * (cpu_tasks.c) and the row conversions of cpu_convert.c.
+ * converted), the output optionally turned by a rope after (rope_dim). The
+ * planning, packing and tasks are here; the micro-kernels and GEMV kernels
+ * are the cpu_gemm_isa tables below it (cpu_gemm.h: cpu_gemm.c portable,
+ * cpu_gemm_avx2.c, cpu_gemm_avx512.c), which attention.c uses too. From
+ * below it also uses cpu_run_tasks (cpu_tasks.c) and the row conversions of
+ * cpu_convert.c.
  *
  * Two paths:
  *  - GEMM (more than CPU_GEMV_MAX_ROWS rows): BLIS-style. The output is cut
