@@ -56,7 +56,9 @@
 # gllmk-generate against an eager PyTorch forward of the same shapes (decode
 # at batch 1 and 32, prefill of 2048 tokens, time to first token) with the
 # issue's ratios, decode again without programmatic dependent launch, and
-# each op of a decode step timed alone (tools/bench/trace_summary.py).
+# each op of a decode step timed alone (tools/bench/trace_summary.py); with
+# the vulkan part too (`vulkan gen`), vulkan's decode at batch 1 and prefill
+# of 2048 tokens against cuda's (tools/bench/generator_ratio.py).
 #
 # Decode attention and sampling (`attn` part, issue 27): conformance on cuda
 # (and its quick sizes under memcheck), the paged_attention, argmax and
@@ -243,6 +245,21 @@ if wants gen; then
       --synthetic llama3-8b --prompt-len 1024 --batch $batch --max-new 4 --quiet --trace /tmp/gllmk-trace.json \
       >/dev/null && python3 tools/bench/trace_summary.py /tmp/gllmk-trace.json"
   done
+  if wants vulkan; then
+    # Issue 23's vulkan targets against cuda: decode at batch 1 and a
+    # 2048-token prefill. A backend's first run builds its pipelines, so each
+    # runs once unmeasured first.
+    for b in cuda vulkan; do
+      build/bin/gllmk-generate --backend $b --synthetic llama3-8b --prompt-len 16 --max-new 2 --quiet >/dev/null 2>&1
+      step "decode b1 ($b)" "$out/gen-decode-$b.json" build/bin/gllmk-generate --backend $b \
+        --synthetic llama3-8b --prompt-len 1024 --max-new 65 --json --quiet
+      step "prefill 2048 ($b)" "$out/gen-prefill-$b.json" build/bin/gllmk-generate --backend $b \
+        --synthetic llama3-8b --prompt-len 2048 --max-new 2 --json --quiet
+    done
+    step "generator: vulkan / cuda" "$out/gen-vulkan-vs-cuda.txt" python3 tools/bench/generator_ratio.py \
+      "$out/gen-decode-vulkan.json" "$out/gen-prefill-vulkan.json" "$out/gen-decode-cuda.json" \
+      "$out/gen-prefill-cuda.json"
+  fi
 fi
 
 if wants attn; then
