@@ -88,9 +88,10 @@ def test_trace_of_generation(ctx, tmp_path):
     assert len(tokens) == 2
     names = {e["name"] for e in check_trace(path)}
     # rmsnorm in both forms of a forward (docs/generator.md): the final norm
-    # when the norms are inside the matmuls (cpu), the first layer's else.
-    assert {"embedding", "matmul", "rope", "kv_append", "paged_attention", "swiglu",
-            "rmsnorm"} <= names
+    # when the norms are inside the matmuls (cpu), the first layer's else. The
+    # cpu turns q and k inside the q/k/v matmul too (matmul's rope): no rope.
+    assert {"embedding", "matmul", "kv_append", "paged_attention", "swiglu", "rmsnorm"} <= names
+    assert ("rope" in names) == (ctx.backend != "cpu")
 
 
 def test_nested_traces_are_refused():
