@@ -745,14 +745,8 @@ static void matmul_rope_case(gllmk_dtype dtype, const matmul_rope_problem *p) {
   ref_matmul(&(ref_matmul_problem){.batch = 1, .m = p->m, .n = p->n, .k = p->k,
                                    .b_layout = GLLMK_B_NK, .alpha = p->alpha},
              a_ref, b.host, p->bias ? bias.host : NULL, ref);
-  double *heads = host_alloc((size_t)(p->m * p->columns) * sizeof *heads);
-  double *turned = host_alloc((size_t)(p->m * p->columns) * sizeof *turned);
-  for (int64_t r = 0; r < p->m; r++)
-    memcpy(heads + r * p->columns, ref + r * p->n, (size_t)p->columns * sizeof *heads);
-  ref_rope_freq(p->m, p->columns / p->head_dim, p->head_dim, heads, positions, theta,
-                p->freq != FREQ_THETA ? inv_freq.host : NULL, p->rope_dim, GLLMK_ROPE_GPTJ, turned);
-  for (int64_t r = 0; r < p->m; r++)
-    memcpy(ref + r * p->n, turned + r * p->columns, (size_t)p->columns * sizeof *turned);
+  ref_rope_columns(p->m, p->n, p->columns, p->head_dim, ref, positions, theta,
+                   p->freq != FREQ_THETA ? inv_freq.host : NULL, p->rope_dim);
   RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){
              .out = &out.t, .a = &a.t, .b = &b.t, .bias = p->bias ? &bias.t : NULL,
              .alpha = p->alpha, .b_layout = GLLMK_B_NK,

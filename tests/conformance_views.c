@@ -625,15 +625,11 @@ static void matmul_rope_view_case(gllmk_dtype dtype, int64_t m) {
                            (long long)columns, view_text(&a.t), view_text(&b.t), view_text(&out.t));
   int32_t positions[3] = {70000, 0, 12345};
   dev pos = dev_ints(SHAPE(m), positions);
-  double *ref = values(&out), *turned = host_alloc((size_t)(m * columns) * sizeof *turned);
-  double *heads = host_alloc((size_t)(m * columns) * sizeof *heads);
+  double *ref = values(&out);
   ref_matmul(&(ref_matmul_problem){.batch = 1, .m = m, .n = n, .k = k, .b_layout = GLLMK_B_NK,
                                    .alpha = 1.0f},
              values(&a), values(&b), values(&bias), ref);
-  for (int64_t r = 0; r < m; r++) memcpy(heads + r * columns, ref + r * n, (size_t)columns * sizeof *heads);
-  ref_rope_freq(m, columns / head_dim, head_dim, heads, positions, 10000.0, NULL, rope_dim,
-                GLLMK_ROPE_GPTJ, turned);
-  for (int64_t r = 0; r < m; r++) memcpy(ref + r * n, turned + r * columns, (size_t)columns * sizeof *ref);
+  ref_rope_columns(m, n, columns, head_dim, ref, positions, 10000.0, NULL, rope_dim);
   RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){
              .out = &out.t, .a = &a.t, .b = &b.t, .bias = &bias.t, .alpha = 1.0f,
              .b_layout = GLLMK_B_NK, .rope_dim = (int32_t)rope_dim,

@@ -85,6 +85,20 @@ void ref_rope_freq(int64_t tokens, int64_t heads, int64_t head_dim, const double
   }
 }
 
+void ref_rope_columns(int64_t m, int64_t n, int64_t columns, int64_t head_dim, double *out,
+                      const int32_t *positions, double theta, const double *inv_freq,
+                      int64_t rotary_dim) {
+  double *heads = calloc((size_t)(m * columns), sizeof *heads);
+  double *turned = malloc((size_t)(m * columns) * sizeof *turned);
+  if (heads == NULL || turned == NULL) abort();
+  for (int64_t r = 0; r < m; r++) memcpy(heads + r * columns, out + r * n, (size_t)columns * sizeof *heads);
+  ref_rope_freq(m, columns / head_dim, head_dim, heads, positions, theta, inv_freq, rotary_dim,
+                GLLMK_ROPE_GPTJ, turned);
+  for (int64_t r = 0; r < m; r++) memcpy(out + r * n, turned + r * columns, (size_t)columns * sizeof *out);
+  free(heads);
+  free(turned);
+}
+
 void ref_llama3_inv_freq(double theta, int64_t rotary_dim, double factor, double low_freq_factor,
                          double high_freq_factor, double original_max_position, double *out) {
   double low_freq_wavelen = original_max_position / low_freq_factor;

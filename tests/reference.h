@@ -33,6 +33,11 @@ void ref_rope(int64_t tokens, int64_t heads, int64_t head_dim, const double *x,
 void ref_rope_freq(int64_t tokens, int64_t heads, int64_t head_dim, const double *x,
                    const int32_t *positions, double theta, const double *inv_freq,
                    int64_t rotary_dim, int style, double *out);
+/* matmul's rope on a product: the first `columns` columns of each of the m
+ * rows of out ([m, n]) turned in place, heads of head_dim, GPT-J pairs. */
+void ref_rope_columns(int64_t m, int64_t n, int64_t columns, int64_t head_dim, double *out,
+                      const int32_t *positions, double theta, const double *inv_freq,
+                      int64_t rotary_dim);
 /* Llama 3.1's frequencies ("rope_type": "llama3") for [rotary_dim / 2] out:
  * theta's, divided by `factor` below the low-frequency wavelength
  * original_max_position / low_freq_factor, kept above the high-frequency

@@ -2,12 +2,12 @@
  * matmul.c - the matmul family: matmul (out = alpha * a op(b) + beta * out
  * + bias, batched, b as [N, K] or [K, N], a's rows RMS-normalized first
  * with a_norm, the output turned by a rope with rope_dim: only gemv_nk
- * does those, cuda_matmul_supports refuses them for the other kernels). It fills a cuda_matmul_params
- * (kernels/cuda_params.h) and picks a kernel from kernels/matmul.cu: gemv
- * for one row, skinny (mma.sync fed from registers) for up to 64 rows,
- * wgmma with TMA descriptors on Hopper (sm_90a), mma.sync on sm_80+, SIMT
- * otherwise, then enqueues it on the context's stream. From
- * below it uses launch.h's helpers, cuda_launch (device.c) and the driver's
+ * does those, cuda_matmul_supports refuses them for the other kernels). It
+ * fills a cuda_matmul_params (kernels/cuda_params.h) and picks a kernel
+ * from kernels/matmul.cu: gemv for one row, skinny (mma.sync fed from
+ * registers) for up to 64 rows, wgmma with TMA descriptors on Hopper
+ * (sm_90a), mma.sync on sm_80+, SIMT otherwise, then enqueues it on the
+ * context's stream. From below it uses launch.h's helpers, cuda_launch (device.c) and the driver's
  * cuTensorMapEncodeTiled (`cu`, driver.c).
  */
 #include <math.h>
