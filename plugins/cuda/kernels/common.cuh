@@ -206,12 +206,17 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
-/* (cos, sin) of pos * frequency, the angle reduced to [-pi, pi] in double so
- * that large positions keep their accuracy and sincosf takes its fast path. */
-__device__ __forceinline__ void rope_angle(double pos, double frequency, float &c, float &s) {
+/* pos * frequency reduced to [-pi, pi] in double, so that large positions
+ * keep their accuracy. */
+__device__ __forceinline__ float rope_reduced_angle(double pos, double frequency) {
   const double two_pi = 6.283185307179586476925, inv_two_pi = 0.15915494309189533576888;
   const double a = pos * frequency;
-  sincosf((float)fma(-two_pi, rint(a * inv_two_pi), a), &s, &c);
+  return (float)fma(-two_pi, rint(a * inv_two_pi), a);
+}
+
+/* (cos, sin) of pos * frequency: the reduced angle takes sincosf's fast path. */
+__device__ __forceinline__ void rope_angle(double pos, double frequency, float &c, float &s) {
+  sincosf(rope_reduced_angle(pos, frequency), &s, &c);
 }
 
 /* ---------------------------------------------------------- split work */

@@ -136,15 +136,12 @@ __device__ __forceinline__ rope_turn rope_turn_of(const cuda_matmul_params &p, i
 }
 
 /* The angle's cosine and sine, by every lane (the warp's products are done,
- * and its sum's shuffles hide this), as rope_angle reduces it but with the
- * MUFU's sine and cosine: 2^-21 absolute error on [-pi, pi], against the
- * 2^-8 to 2^-24 rounding of the outputs; sincosf's longer chain cost the
- * block's tail (Nsight, H200: q/k/v 17.1 -> 18.1 us). */
+ * and its sum's shuffles hide this), reduced as rope_angle reduces it but
+ * with the MUFU's sine and cosine: 2^-21 absolute error on [-pi, pi],
+ * against the 2^-8 to 2^-24 rounding of the outputs; sincosf's longer chain
+ * cost the block's tail (Nsight, H200: q/k/v 17.1 -> 18.1 us). */
 __device__ __forceinline__ void turn_angle(rope_turn &t) {
-  if (!t.turned) return;
-  const double two_pi = 6.283185307179586476925, inv_two_pi = 0.15915494309189533576888;
-  const double a = (double)t.position * t.frequency;
-  __sincosf((float)fma(-two_pi, rint(a * inv_two_pi), a), &t.sine, &t.cosine);
+  if (t.turned) __sincosf(rope_reduced_angle((double)t.position, t.frequency), &t.sine, &t.cosine);
 }
 
 /* Output v of a rope's pair turned, from this warp's lane 0 and its
