@@ -43,9 +43,10 @@ static const op_layout layouts[GLLMK_OP_COUNT] = {
     [GLLMK_OP_rope] = {AT(rope, inv_freq), 4,
                        {AT(rope, out), AT(rope, x), AT(rope, positions), AT(rope, inv_freq)}},
     LAYOUT(embedding, 3, AT(embedding, out), AT(embedding, table), AT(embedding, ids)),
-    [GLLMK_OP_matmul] = {AT(matmul, flags), 6,
+    [GLLMK_OP_matmul] = {AT(matmul, flags), 9,
                          {AT(matmul, out), AT(matmul, a), AT(matmul, b), AT(matmul, bias),
-                          AT(matmul, rope_positions), AT(matmul, rope_inv_freq)}},
+                          AT(matmul, rope_positions), AT(matmul, rope_inv_freq),
+                          AT(matmul, kv_k_cache), AT(matmul, kv_v_cache), AT(matmul, kv_slots)}},
     LAYOUT(attention, 6, AT(attention, out), AT(attention, q), AT(attention, k),
            AT(attention, v), AT(attention, kv_lens), AT(attention, lse)),
     LAYOUT(kv_append, 5, AT(kv_append, k_cache), AT(kv_append, v_cache), AT(kv_append, k),
@@ -85,6 +86,11 @@ static const struct {
     EXTENSION(matmul, rope_theta, 5, false),
     EXTENSION(matmul, rope_positions, 5, false),
     EXTENSION(matmul, rope_inv_freq, 5, false),
+    EXTENSION(matmul, glu, 6, true),
+    EXTENSION(matmul, kv_first, 6, false),
+    EXTENSION(matmul, kv_k_cache, 6, true),
+    EXTENSION(matmul, kv_v_cache, 6, false),
+    EXTENSION(matmul, kv_slots, 6, false),
 };
 
 size_t core_args_size(gllmk_op op) { return op_sizes[op]; }

@@ -77,7 +77,7 @@ bool core_plugin_reaches(const gllmk_plugin *plugin, size_t offset, size_t size)
 
 /* ----------------------------------------------------------------- calls */
 
-#define CORE_MAX_OP_TENSORS 8
+#define CORE_MAX_OP_TENSORS 9 /* matmul's */
 
 /* Any op's argument struct. */
 typedef union core_args {

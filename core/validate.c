@@ -429,6 +429,86 @@ static gllmk_status matmul_rope(const op_call *c, const gllmk_matmul_args *a, in
                           a->rope_theta, a->out);
 }
 
+/* q/out [.., H, D] family: unit last stride, D a multiple of 8 up to 256. */
+static gllmk_status head_dim_ok(const op_call *c, const char *arg, const gllmk_tensor *t) {
+  int64_t d = t->shape[t->ndim - 1];
+  if (d % 8 != 0 || d > 256)
+    return INVALID("%s: %s head_dim=%lld must be a multiple of 8 up to 256", c->fn, arg,
+                   (long long)d);
+  return GLLMK_OK;
+}
+
+/* An I32 vector of `length` entries. */
+static gllmk_status i32_vector(const op_call *c, const char *arg, const gllmk_tensor *t,
+                               int64_t length, const char *what) {
+  CORE_TRY(i32_tensor(c, arg, t));
+  CORE_TRY(ndim_is(c, arg, t, 1));
+  CORE_TRY(dim_is(c, arg, t, 0, length, what));
+  return contiguous(c, arg, t);
+}
+
+static gllmk_status kv_caches(const op_call *c, const gllmk_tensor *k_cache,
+                              const gllmk_tensor *v_cache) {
+  CORE_TRY(float_tensor(c, "k_cache", k_cache));
+  CORE_TRY(ndim_is(c, "k_cache", k_cache, 4));
+  CORE_TRY(contiguous(c, "k_cache", k_cache));
+  CORE_TRY(head_dim_ok(c, "k_cache", k_cache));
+  CORE_TRY(float_tensor(c, "v_cache", v_cache));
+  CORE_TRY(same_dtype(c, "v_cache", v_cache, "k_cache", k_cache));
+  CORE_TRY(same_shape(c, "v_cache", v_cache, "k_cache", k_cache));
+  CORE_TRY(contiguous(c, "v_cache", v_cache));
+  return no_overlap(c, "k_cache", k_cache, "v_cache", v_cache, false);
+}
+
+/* matmul's glu (ABI 2.6): before out's shape is checked, since it halves N. */
+static gllmk_status matmul_glu(const op_call *c, const gllmk_matmul_args *a, int64_t n) {
+  if (a->glu == GLLMK_GLU_NONE) return GLLMK_OK;
+  if (a->glu != GLLMK_GLU_SWIGLU)
+    return INVALID("%s: glu=%d is not a gllmk_matmul_glu", c->fn, a->glu);
+  if (a->a->ndim != 2) return INVALID("%s: glu needs a 2-D a, not a.ndim=%d", c->fn, a->a->ndim);
+  if (a->beta != 0.0f) return INVALID("%s: glu needs beta = 0, not %g", c->fn, (double)a->beta);
+  if (a->rope_dim != 0) return INVALID("%s: glu and rope_dim=%d together", c->fn, a->rope_dim);
+  if (n % 2 != 0) return INVALID("%s: glu needs an even N from b, not %lld", c->fn, (long long)n);
+  return GLLMK_OK;
+}
+
+/* bias: 1-D of the product's N, in out's dtype. */
+static gllmk_status matmul_bias(const op_call *c, const gllmk_matmul_args *a, int64_t n) {
+  CORE_TRY(float_tensor(c, "bias", a->bias));
+  CORE_TRY(same_dtype(c, "bias", a->bias, "out", a->out));
+  CORE_TRY(ndim_is(c, "bias", a->bias, 1));
+  CORE_TRY(dim_is(c, "bias", a->bias, 0, n, "N from b"));
+  CORE_TRY(unit_last_stride(c, "bias", a->bias));
+  return no_overlap(c, "out", a->out, "bias", a->bias, false);
+}
+
+/* matmul's k and v into paged caches (ABI 2.6), or none with every kv field
+ * 0. */
+static gllmk_status matmul_kv(const op_call *c, const gllmk_matmul_args *a, int64_t m, int64_t n) {
+  if (a->kv_k_cache == NULL) {
+    if (a->kv_v_cache || a->kv_slots || a->kv_first)
+      return INVALID("%s: kv_v_cache, kv_slots or kv_first is set but kv_k_cache is NULL", c->fn);
+    return GLLMK_OK;
+  }
+  if (a->a->ndim != 2) return INVALID("%s: kv needs a 2-D a, not a.ndim=%d", c->fn, a->a->ndim);
+  if (a->glu != GLLMK_GLU_NONE) return INVALID("%s: kv and glu together", c->fn);
+  CORE_TRY(kv_caches(c, a->kv_k_cache, a->kv_v_cache));
+  CORE_TRY(same_dtype(c, "kv_k_cache", a->kv_k_cache, "out", a->out));
+  const int64_t width = a->kv_k_cache->shape[2] * a->kv_k_cache->shape[3];
+  if (a->kv_first < 0 || a->kv_first + 2 * width > n)
+    return INVALID("%s: kv_first=%d and 2 * %lld columns of k and v do not fit in N=%lld", c->fn,
+                   a->kv_first, (long long)width, (long long)n);
+  CORE_TRY(i32_vector(c, "kv_slots", a->kv_slots, m, "a.shape[0] (M)"));
+  const char *const names[] = {"out", "a", "b", "bias", "kv_slots"};
+  const gllmk_tensor *const others[] = {a->out, a->a, a->b, a->bias, a->kv_slots};
+  for (int i = 0; i < 5; i++) {
+    if (!others[i]) continue;
+    CORE_TRY(no_overlap(c, "kv_k_cache", a->kv_k_cache, names[i], others[i], false));
+    CORE_TRY(no_overlap(c, "kv_v_cache", a->kv_v_cache, names[i], others[i], false));
+  }
+  return GLLMK_OK;
+}
+
 static gllmk_status validate_matmul(const op_call *c, const gllmk_matmul_args *a) {
   CORE_TRY(float_tensor(c, "a", a->a));
   CORE_TRY(float_tensor(c, "b", a->b));
@@ -457,30 +537,22 @@ static gllmk_status validate_matmul(const op_call *c, const gllmk_matmul_args *a
     if (bd == nd) CORE_TRY(dim_is(c, "b", a->b, i, a->a->shape[i], "the matching a dim"));
   }
   CORE_TRY(dim_is(c, "out", a->out, nd - 2, m, "a.shape[-2] (M)"));
-  CORE_TRY(dim_is(c, "out", a->out, nd - 1, n, "N from b"));
+  CORE_TRY(matmul_glu(c, a, n));
+  if (a->glu) CORE_TRY(dim_is(c, "out", a->out, nd - 1, n / 2, "N / 2 from b (glu)"));
+  else CORE_TRY(dim_is(c, "out", a->out, nd - 1, n, "N from b"));
   CORE_TRY(matrix(c, "a", a->a));
   CORE_TRY(matrix(c, "b", a->b));
   CORE_TRY(matrix(c, "out", a->out));
   CORE_TRY(no_self_overlap(c, "out", a->out));
-  if (a->bias) {
-    CORE_TRY(row_vector(c, "bias", a->bias, "out", a->out));
-    CORE_TRY(no_overlap(c, "out", a->out, "bias", a->bias, false));
-  }
+  if (a->bias) CORE_TRY(matmul_bias(c, a, n));
   CORE_TRY(no_overlap(c, "out", a->out, "a", a->a, false));
   CORE_TRY(no_overlap(c, "out", a->out, "b", a->b, false));
   CORE_TRY(finite_value(c, "alpha", a->alpha));
   CORE_TRY(finite_value(c, "beta", a->beta));
-  return matmul_rope(c, a, m, n);
+  CORE_TRY(matmul_rope(c, a, m, n));
+  return matmul_kv(c, a, m, n);
 }
 
-/* q/out [.., H, D] family: unit last stride, D a multiple of 8 up to 256. */
-static gllmk_status head_dim_ok(const op_call *c, const char *arg, const gllmk_tensor *t) {
-  int64_t d = t->shape[t->ndim - 1];
-  if (d % 8 != 0 || d > 256)
-    return INVALID("%s: %s head_dim=%lld must be a multiple of 8 up to 256", c->fn, arg,
-                   (long long)d);
-  return GLLMK_OK;
-}
 
 static gllmk_status heads_divide(const op_call *c, int64_t hq, int64_t hkv) {
   if (hq % hkv != 0)
@@ -489,14 +561,6 @@ static gllmk_status heads_divide(const op_call *c, int64_t hq, int64_t hkv) {
   return GLLMK_OK;
 }
 
-/* An I32 vector of `length` entries. */
-static gllmk_status i32_vector(const op_call *c, const char *arg, const gllmk_tensor *t,
-                               int64_t length, const char *what) {
-  CORE_TRY(i32_tensor(c, arg, t));
-  CORE_TRY(ndim_is(c, arg, t, 1));
-  CORE_TRY(dim_is(c, arg, t, 0, length, what));
-  return contiguous(c, arg, t);
-}
 
 static gllmk_status validate_attention(const op_call *c, const gllmk_attention_args *a) {
   const char *const names[] = {"q", "k", "v"};
@@ -539,19 +603,6 @@ static gllmk_status validate_attention(const op_call *c, const gllmk_attention_a
 }
 
 /* k_cache and v_cache [blocks, block_size, Hkv, D], contiguous, one dtype. */
-static gllmk_status kv_caches(const op_call *c, const gllmk_tensor *k_cache,
-                              const gllmk_tensor *v_cache) {
-  CORE_TRY(float_tensor(c, "k_cache", k_cache));
-  CORE_TRY(ndim_is(c, "k_cache", k_cache, 4));
-  CORE_TRY(contiguous(c, "k_cache", k_cache));
-  CORE_TRY(head_dim_ok(c, "k_cache", k_cache));
-  CORE_TRY(float_tensor(c, "v_cache", v_cache));
-  CORE_TRY(same_dtype(c, "v_cache", v_cache, "k_cache", k_cache));
-  CORE_TRY(same_shape(c, "v_cache", v_cache, "k_cache", k_cache));
-  CORE_TRY(contiguous(c, "v_cache", v_cache));
-  return no_overlap(c, "k_cache", k_cache, "v_cache", v_cache, false);
-}
-
 static gllmk_status validate_kv_append(const op_call *c, const gllmk_kv_append_args *a) {
   CORE_TRY(kv_caches(c, a->k_cache, a->v_cache));
   const char *const names[] = {"k", "v"};

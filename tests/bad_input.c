@@ -334,6 +334,10 @@ static void build_matmul(gllmk_matmul_args *a) {
   BAD_I32(matmul, a_norm, -1);
   BAD_I32(matmul, rope_dim, 2); /* rope with beta 0.5 and no rope_positions */
   BAD_I32(matmul, rope_dim, -2);
+  BAD_I32(matmul, glu, 1); /* glu with beta 0.5 and out [M, N], not [M, N / 2] */
+  BAD_I32(matmul, glu, 2);
+  BAD_I32(matmul, glu, -1);
+  BAD_I32(matmul, kv_first, 4); /* kv_first without kv_k_cache */
   bad_alias(&a->out, &a->a);
   const gllmk_tensor **b[] = {&a->b};
   bad_shape("b with batch 3, a with batch 2", 1, b, (const int[]){0}, (const int64_t[]){3});

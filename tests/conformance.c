@@ -781,6 +781,63 @@ static void conf_matmul_rope(void) {
       matmul_rope_case(float_dtypes[d], &problems[i]);
 }
 
+/* matmul with a glu joining the product's halves (ABI 2.6). */
+typedef struct matmul_glu_problem {
+  int64_t m, n, k; /* n: the product's columns, out has n / 2 */
+  int32_t layout;
+  float alpha;
+  bool bias, a_norm;
+} matmul_glu_problem;
+
+static void matmul_glu_case(gllmk_dtype dtype, const matmul_glu_problem *p) {
+  const char *what = label("matmul %s glu M=%lld N=%lld K=%lld %s alpha=%g%s%s", dname(dtype),
+                           (long long)p->m, (long long)p->n, (long long)p->k,
+                           p->layout == GLLMK_B_NK ? "b[N,K]" : "b[K,N]", (double)p->alpha,
+                           p->bias ? " bias" : "", p->a_norm ? " a_norm" : "");
+  const bool nk = p->layout == GLLMK_B_NK;
+  const float eps = 1e-5f;
+  dev a = dev_random(dtype, SHAPE(p->m, p->k), -1, 1);
+  dev b = dev_random(dtype, nk ? SHAPE(p->n, p->k) : SHAPE(p->k, p->n), -1, 1);
+  dev bias = dev_random(dtype, SHAPE(p->n), -1, 1);
+  dev out = dev_output(dtype, SHAPE(p->m, p->n / 2));
+  double *product = host_alloc((size_t)(p->m * p->n) * sizeof *product);
+  double *ref = host_alloc((size_t)out.numel * sizeof *ref);
+  double *a_ref = host_copy(a.host, a.numel);
+  if (p->a_norm) rms_normalize_rows(a_ref, p->m, p->k, eps);
+  ref_matmul(&(ref_matmul_problem){.batch = 1, .m = p->m, .n = p->n, .k = p->k,
+                                   .b_layout = p->layout, .alpha = p->alpha},
+             a_ref, b.host, p->bias ? bias.host : NULL, product);
+  ref_glu_halves(p->m, p->n, product, ref);
+  RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){
+             .out = &out.t, .a = &a.t, .b = &b.t, .bias = p->bias ? &bias.t : NULL,
+             .alpha = p->alpha, .b_layout = p->layout,
+             .a_norm = p->a_norm ? GLLMK_A_NORM_RMS : GLLMK_A_NORM_NONE, .a_norm_eps = eps,
+             .glu = GLLMK_GLU_SWIGLU}),
+         what);
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+}
+
+/* cuda joins one row (M = 1) with b as [N, K] only; the rest runs on the cpu. */
+static void conf_matmul_glu(void) {
+  const bool quick = S.quick;
+  const matmul_glu_problem problems[] = {
+      /* M  N  K  layout alpha bias a_norm */
+      /* The generator's gate/up of a Llama 3.2 1B-sized MLP. */
+      {1, quick ? 4096 : 16384, quick ? 512 : 2048, GLLMK_B_NK, 1.0f, false, true},
+      /* Halves ending inside a block of outputs, K off the vector loads. */
+      {1, 10, 100, GLLMK_B_NK, 0.5f, true, false},
+      {1, 2, 40, GLLMK_B_NK, -1.0f, true, true},
+      {1, 198, 72, GLLMK_B_NK, 1.0f, false, false},
+      {1, 64, 48, GLLMK_B_KN, 1.0f, true, false},
+      {5, 96, 48, GLLMK_B_NK, 1.0f, true, true},
+      {33, 160, 72, GLLMK_B_KN, 1.0f, false, false},
+  };
+  for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
+    for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
+      matmul_glu_case(float_dtypes[d], &problems[i]);
+}
+
 static void conf_matmul(void) {
   const bool quick = S.quick;
   const matmul_problem problems[] = {
@@ -845,6 +902,7 @@ static void conf_matmul(void) {
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
       matmul_case(float_dtypes[d], &problems[i]);
   conf_matmul_rope();
+  conf_matmul_glu();
 }
 
 /* --------------------------------------------------------- attention */
@@ -1023,11 +1081,77 @@ static void kv_append_case(gllmk_dtype dtype, int64_t tokens, bool out_of_range)
   expect_equal(label("%s: v_cache", what), c.v.numel, c.v.host, v_expected);
 }
 
+/* Which slots a matmul kv case's rows take. */
+typedef enum kv_slot_kind { SLOTS_VALID, SLOTS_PADDING, SLOTS_PAST_END } kv_slot_kind;
+
+/* kv_append's work inside a matmul (ABI 2.6): a q/k/v projection of Hq = 4,
+ * Hkv = 2, D = 64 with 8 more columns after v, optionally turned (rope on q
+ * and k, as the generator's); the caches must then hold, at each row's
+ * slot, exactly the k and v values out received, and nothing else changes. */
+static void matmul_kv_case(gllmk_dtype dtype, int64_t m, bool rope, kv_slot_kind kind) {
+  static const char *const kinds[] = {"", " with a padding slot", " with a slot past the cache"};
+  const char *what = label("matmul %s kv M=%lld%s%s", dname(dtype), (long long)m,
+                           rope ? " rope" : "", kinds[kind]);
+  const int64_t hq = 4, d = 64, k = 96;
+  kv_cache c = kv_cache_new(dtype, 7, 16, 2, d, false);
+  const int64_t slot_count = c.blocks * c.block_size, width = c.hkv * d, first = hq * d;
+  const int64_t n = first + 2 * width + 8;
+  int32_t *order = host_alloc((size_t)slot_count * sizeof *order);
+  test_rng_permutation(&S.rng, order, slot_count);
+  int32_t *slots = host_alloc((size_t)m * sizeof *slots), positions[3] = {9000, 3, 77};
+  for (int64_t r = 0; r < m; r++) slots[r] = order[r];
+  if (kind == SLOTS_PADDING) slots[m - 1] = -1;
+  if (kind == SLOTS_PAST_END) slots[m - 1] = (int32_t)slot_count;
+  dev a = dev_random(dtype, SHAPE(m, k), -1, 1);
+  dev b = dev_random(dtype, SHAPE(n, k), -1, 1);
+  dev out = dev_output(dtype, SHAPE(m, n));
+  dev slot_t = dev_ints(SHAPE(m), slots);
+  dev pos = dev_ints(SHAPE(m), positions);
+  double *ref = host_alloc((size_t)out.numel * sizeof *ref);
+  ref_matmul(&(ref_matmul_problem){.batch = 1, .m = m, .n = n, .k = k, .b_layout = GLLMK_B_NK,
+                                   .alpha = 1.0f},
+             a.host, b.host, NULL, ref);
+  if (rope) ref_rope_columns(m, n, first + width, d, ref, positions, 10000.0, NULL, d);
+  double *k_expected = host_copy(c.k.host, c.k.numel);
+  double *v_expected = host_copy(c.v.host, c.v.numel);
+  RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){
+             .out = &out.t, .a = &a.t, .b = &b.t, .alpha = 1.0f, .b_layout = GLLMK_B_NK,
+             .rope_dim = rope ? (int32_t)d : 0, .rope_head_dim = rope ? (int32_t)d : 0,
+             .rope_columns = rope ? (int32_t)(first + width) : 0, .rope_theta = rope ? 10000.0f : 0.0f,
+             .rope_positions = rope ? &pos.t : NULL, .kv_first = (int32_t)first,
+             .kv_k_cache = &c.k.t, .kv_v_cache = &c.v.t, .kv_slots = &slot_t.t}),
+         what);
+  gllmk_status sync = gllmk_synchronize(S.ctx);
+  gllmk_status expected = kind == SLOTS_PAST_END ? GLLMK_ERR_OUT_OF_RANGE : GLLMK_OK;
+  if (sync != expected)
+    conf_fail("%s: synchronize returned %s (%s), expected %s", what, gllmk_status_string(sync),
+              gllmk_last_error(), gllmk_status_string(expected));
+  dev_download(&out);
+  expect_close(what, dtype, out.numel, out.host, ref);
+  for (int64_t r = 0; r < m; r++) {
+    if (slots[r] < 0 || slots[r] >= slot_count) continue;
+    memcpy(k_expected + slots[r] * width, out.host + r * n + first, (size_t)width * sizeof(double));
+    memcpy(v_expected + slots[r] * width, out.host + r * n + first + width,
+           (size_t)width * sizeof(double));
+  }
+  dev_download(&c.k);
+  dev_download(&c.v);
+  expect_equal(label("%s: k_cache", what), c.k.numel, c.k.host, k_expected);
+  expect_equal(label("%s: v_cache", what), c.v.numel, c.v.host, v_expected);
+}
+
+/* cuda copies k and v inside its one-row GEMV; three rows run on the cpu. */
 static void conf_kv_append(void) {
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     kv_append_case(float_dtypes[d], 2, false);
     kv_append_case(float_dtypes[d], 37, false);
     kv_append_case(float_dtypes[d], 37, true);
+    matmul_kv_case(float_dtypes[d], 1, true, SLOTS_VALID);
+    matmul_kv_case(float_dtypes[d], 1, false, SLOTS_VALID);
+    matmul_kv_case(float_dtypes[d], 1, true, SLOTS_PADDING);
+    matmul_kv_case(float_dtypes[d], 1, true, SLOTS_PAST_END);
+    matmul_kv_case(float_dtypes[d], 3, true, SLOTS_VALID);
+    matmul_kv_case(float_dtypes[d], 3, false, SLOTS_PAST_END);
   }
 }
 

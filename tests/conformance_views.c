@@ -639,6 +639,77 @@ static void matmul_rope_view_case(gllmk_dtype dtype, int64_t m) {
   expect_view_close(what, &out, ref);
 }
 
+/* matmul's kv (ABI 2.6) on views: out a column slice of a wider buffer one
+ * element in, k from an odd column (cuda's pairs of outputs then straddle
+ * q and k, k and v), a a column slice, b
+ * the middle rows of a fused weight; the caches (dense, as the API wants
+ * them) must hold out's values at the slots, their old ones elsewhere. */
+static void matmul_kv_view_case(gllmk_dtype dtype, int64_t m) {
+  const int64_t heads = 2, d = 16, width = heads * d, first = 23, n = first + 2 * width + 5;
+  const int64_t k = 72, blocks = 3, block_size = 4;
+  layout out_layout = cols_layout(2, 40, 24);
+  out_layout.shift = 1;
+  placed a = place_in(dtype, SHAPE(m, k), &(layout){.pad = {[1] = 8}, .start = {[1] = 8}}, -1, 1);
+  placed b = place_in(dtype, SHAPE(n, k), &(layout){.pad = {[0] = 2 * n}, .start = {[0] = n}}, -1, 1);
+  placed out = place_out(dtype, SHAPE(m, n), &out_layout);
+  dev k_cache = dev_random(dtype, SHAPE(blocks, block_size, heads, d), -1, 1);
+  dev v_cache = dev_random(dtype, SHAPE(blocks, block_size, heads, d), -1, 1);
+  const int32_t slot_values[3] = {10, 0, 5};
+  dev slots = dev_ints(SHAPE(m), slot_values);
+  const char *what = label("matmul kv %s M=%lld N=%lld K=%lld first=%lld: a %s, b %s, out %s",
+                           dname(dtype), (long long)m, (long long)n, (long long)k,
+                           (long long)first, view_text(&a.t), view_text(&b.t), view_text(&out.t));
+  double *ref = values(&out);
+  ref_matmul(&(ref_matmul_problem){.batch = 1, .m = m, .n = n, .k = k, .b_layout = GLLMK_B_NK,
+                                   .alpha = 1.0f},
+             values(&a), values(&b), NULL, ref);
+  double *k_expected = host_copy(k_cache.host, k_cache.numel);
+  double *v_expected = host_copy(v_cache.host, v_cache.numel);
+  RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){
+             .out = &out.t, .a = &a.t, .b = &b.t, .alpha = 1.0f, .b_layout = GLLMK_B_NK,
+             .kv_first = (int32_t)first, .kv_k_cache = &k_cache.t, .kv_v_cache = &v_cache.t,
+             .kv_slots = &slots.t}),
+         what);
+  expect_view_close(what, &out, ref);
+  const double *got = values(&out); /* the downloaded view */
+  for (int64_t r = 0; r < m; r++) {
+    memcpy(k_expected + slot_values[r] * width, got + r * n + first, (size_t)width * sizeof(double));
+    memcpy(v_expected + slot_values[r] * width, got + r * n + first + width,
+           (size_t)width * sizeof(double));
+  }
+  dev_download(&k_cache);
+  dev_download(&v_cache);
+  expect_equal(label("%s: k_cache", what), k_cache.numel, k_cache.host, k_expected);
+  expect_equal(label("%s: v_cache", what), v_cache.numel, v_cache.host, v_expected);
+}
+
+/* matmul's glu (ABI 2.6) on views: out a column slice one element in, a a
+ * column slice, b the middle rows of a fused weight, bias a slice of a
+ * longer vector three elements in; one row (cuda's GEMV), then three. */
+static void matmul_glu_view_case(gllmk_dtype dtype, int64_t m) {
+  const int64_t n = 90, k = 200;
+  layout out_layout = cols_layout(2, 40, 24);
+  out_layout.shift = 1;
+  placed a = place_in(dtype, SHAPE(m, k), &(layout){.pad = {[1] = 8}, .start = {[1] = 8}}, -1, 1);
+  placed b = place_in(dtype, SHAPE(n, k), &(layout){.pad = {[0] = 2 * n}, .start = {[0] = n}}, -1, 1);
+  placed bias = place_in(dtype, SHAPE(n), &(layout){.pad = {[0] = 5}, .start = {[0] = 3}}, -1, 1);
+  placed out = place_out(dtype, SHAPE(m, n / 2), &out_layout);
+  const char *what = label("matmul glu %s M=%lld N=%lld K=%lld bias %s: a %s, b %s, out %s",
+                           dname(dtype), (long long)m, (long long)n, (long long)k,
+                           view_text(&bias.t), view_text(&a.t), view_text(&b.t), view_text(&out.t));
+  double *product = host_alloc((size_t)(m * n) * sizeof *product);
+  double *ref = values(&out);
+  ref_matmul(&(ref_matmul_problem){.batch = 1, .m = m, .n = n, .k = k, .b_layout = GLLMK_B_NK,
+                                   .alpha = 1.0f},
+             values(&a), values(&b), values(&bias), product);
+  ref_glu_halves(m, n, product, ref);
+  RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){
+             .out = &out.t, .a = &a.t, .b = &b.t, .bias = &bias.t, .alpha = 1.0f,
+             .b_layout = GLLMK_B_NK, .glu = GLLMK_GLU_SWIGLU}),
+         what);
+  expect_view_close(what, &out, ref);
+}
+
 static void views_matmul(void) {
   const bool quick = S.quick;
   const layout D = DENSE;
@@ -719,6 +790,10 @@ static void views_matmul(void) {
       matmul_view_case(float_dtypes[d], &cases[i]);
     matmul_rope_view_case(float_dtypes[d], 1);
     matmul_rope_view_case(float_dtypes[d], 3);
+    matmul_glu_view_case(float_dtypes[d], 1);
+    matmul_glu_view_case(float_dtypes[d], 3);
+    matmul_kv_view_case(float_dtypes[d], 1);
+    matmul_kv_view_case(float_dtypes[d], 3);
   }
 }
 

@@ -25,7 +25,7 @@
 #endif
 
 /* The plugin ABI as gllmk_plugin.h defines it (this test sticks to gllmk.h). */
-#define PLUGIN_ABI_VERSION ((2u << 16) | 5u) /* 2.5 */
+#define PLUGIN_ABI_VERSION ((2u << 16) | 6u) /* 2.6 */
 #define PLUGIN_ENTRY_SYMBOL "gllmk_plugin_entry"
 
 static char plugin_dir[PATH_MAX];

@@ -99,6 +99,13 @@ void ref_rope_columns(int64_t m, int64_t n, int64_t columns, int64_t head_dim, d
   free(turned);
 }
 
+void ref_glu_halves(int64_t m, int64_t n, const double *product, double *out) {
+  const int64_t half = n / 2;
+  for (int64_t r = 0; r < m; r++)
+    for (int64_t j = 0; j < half; j++)
+      out[r * half + j] = ref_silu(product[r * n + j]) * product[r * n + half + j];
+}
+
 void ref_llama3_inv_freq(double theta, int64_t rotary_dim, double factor, double low_freq_factor,
                          double high_freq_factor, double original_max_position, double *out) {
   double low_freq_wavelen = original_max_position / low_freq_factor;

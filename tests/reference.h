@@ -38,6 +38,9 @@ void ref_rope_freq(int64_t tokens, int64_t heads, int64_t head_dim, const double
 void ref_rope_columns(int64_t m, int64_t n, int64_t columns, int64_t head_dim, double *out,
                       const int32_t *positions, double theta, const double *inv_freq,
                       int64_t rotary_dim);
+/* matmul's glu on a product ([m, n]): out[r, j] = silu(product[r, j]) *
+ * product[r, j + n / 2], out [m, n / 2]. */
+void ref_glu_halves(int64_t m, int64_t n, const double *product, double *out);
 /* Llama 3.1's frequencies ("rope_type": "llama3") for [rotary_dim / 2] out:
  * theta's, divided by `factor` below the low-frequency wavelength
  * original_max_position / low_freq_factor, kept above the high-frequency

@@ -22,7 +22,10 @@
  *   gate_up = rms(residual) · Wgu;  act = ...;  residual += act · Wdown
  * Without per-head q/k norms, q and k weight rows are in rope-pair order
  * (weights.c), so rope turns GPT-J pairs, and where the backend can the
- * q/k/v matmul turns them itself (matmul's rope): no rope call then.
+ * q/k/v matmul turns them itself (matmul's rope): no rope call then, and
+ * it writes k and v into the caches too (matmul's kv): no kv_append; and
+ * where it can, gate/up's matmul writes act itself (matmul's glu): no
+ * gate_up, no swiglu call.
  *
  * With several ranks (tensor parallelism), each rank runs these calls on
  * its heads and intermediate columns, so its o and down outputs are partial
@@ -106,6 +109,8 @@ typedef struct pass {
   uint32_t prompt_rows; /* step_layout's */
   bool fused; /* norms inside q/k/v and gate/up, residual adds inside o and down */
   bool rope_fused; /* fused, and q/k/v's matmul turns q and k too (q, k: views of qkv) */
+  bool kv_fused;   /* rope_fused, and q/k/v's matmul writes k and v into the caches too */
+  bool glu_fused;  /* fused, and gate/up's matmul writes silu(gate) * up (act) itself */
   step_tensors idx;
   /* q, k: views of qk, or of qkv with rope_fused */
   gllmk_tensor residual, normed, qkv, qk, q, k, attn, attn_flat, proj, gate_up, act;
@@ -129,8 +134,10 @@ static gllmk_status project_input(const pass *p, const gllmk_tensor *out, const 
   return gllmk_matmul(p->shard->context, &args);
 }
 
-/* q/k/v's matmul that also turns q's and k's heads (rope_fused). */
-static gllmk_matmul_args qkv_rope_args(const pass *p, const layer_weights *w) {
+/* q/k/v's matmul that also turns q's and k's heads (rope_fused) and, with
+ * kv, writes k and v into layer `index`'s caches (kv_fused). */
+static gllmk_matmul_args qkv_rope_args(const pass *p, uint32_t index, bool kv) {
+  const layer_weights *w = &p->weights->layers[index];
   gllmk_matmul_args args = input_args(p, true, &p->qkv, &w->qkv, &w->qkv_bias, w->has_qkv_bias);
   args.rope_dim = p->rope.rotary_dim;
   args.rope_head_dim = (int32_t)p->c->head_dim;
@@ -138,6 +145,19 @@ static gllmk_matmul_args qkv_rope_args(const pass *p, const layer_weights *w) {
   args.rope_theta = p->rope.theta;
   args.rope_positions = p->rope.positions;
   args.rope_inv_freq = p->rope.inv_freq;
+  if (kv) {
+    args.kv_first = (int32_t)(p->c->heads * p->c->head_dim);
+    args.kv_k_cache = &p->shard->k_cache[index];
+    args.kv_v_cache = &p->shard->v_cache[index];
+    args.kv_slots = &p->idx.slots;
+  }
+  return args;
+}
+
+/* gate/up's matmul that also joins its halves into act (glu_fused). */
+static gllmk_matmul_args gate_up_glu_args(const pass *p, const layer_weights *w) {
+  gllmk_matmul_args args = input_args(p, true, &p->act, &w->gate_up, &w->gate_up_bias, w->has_mlp_bias);
+  args.glu = GLLMK_GLU_SWIGLU;
   return args;
 }
 
@@ -218,15 +238,16 @@ static gllmk_status attention_block(const pass *p, uint32_t index) {
   gllmk_tensor v_view;
   MODEL_TRY(head_view(&p->qkv, (hq + hkv) * d, hkv, d, &v_view));
   if (p->rope_fused) {
-    gllmk_matmul_args args = qkv_rope_args(p, w);
+    gllmk_matmul_args args = qkv_rope_args(p, index, p->kv_fused);
     MODEL_TRY(gllmk_matmul(ctx, &args));
   } else {
     MODEL_TRY(project_input(p, &p->qkv, &w->qkv, &w->qkv_bias, w->has_qkv_bias));
     MODEL_TRY(position_heads(p, w));
   }
-  MODEL_TRY(gllmk_kv_append(ctx, &(gllmk_kv_append_args){
-      .k_cache = &p->shard->k_cache[index], .v_cache = &p->shard->v_cache[index], .k = &p->k,
-      .v = &v_view, .slots = &p->idx.slots}));
+  if (!p->kv_fused)
+    MODEL_TRY(gllmk_kv_append(ctx, &(gllmk_kv_append_args){
+        .k_cache = &p->shard->k_cache[index], .v_cache = &p->shard->v_cache[index], .k = &p->k,
+        .v = &v_view, .slots = &p->idx.slots}));
   if (p->prompt_rows) MODEL_TRY(prompt_attention(p, &v_view, scale));
   else MODEL_TRY(gllmk_paged_attention(ctx, &(gllmk_paged_attention_args){
       .out = &p->attn, .q = &p->q, .k_cache = &p->shard->k_cache[index],
@@ -251,6 +272,10 @@ static gllmk_status mlp_block(const pass *p, uint32_t index) {
   int64_t inter = p->c->intermediate;
   gllmk_tensor gate, up;
   if (!p->fused) MODEL_TRY(add_norm(p, &w->post_norm));
+  if (p->glu_fused) {
+    gllmk_matmul_args args = gate_up_glu_args(p, w);
+    return gllmk_matmul(ctx, &args);
+  }
   MODEL_TRY(project_input(p, &p->gate_up, &w->gate_up, &w->gate_up_bias, w->has_mlp_bias));
   MODEL_TRY(gllmk_tensor_slice(&p->gate_up, 1, 0, inter, 1, &gate));
   MODEL_TRY(gllmk_tensor_slice(&p->gate_up, 1, inter, inter, 1, &up));
@@ -285,7 +310,21 @@ static bool fusion_supported(const pass *p) {
  * rows in pair order, fused, and the backend taking it (cuda: one row). */
 static bool rope_fusion_supported(const pass *p, bool rope_paired) {
   if (!rope_paired || !p->fused) return false;
-  gllmk_matmul_args args = qkv_rope_args(p, &p->weights->layers[0]);
+  gllmk_matmul_args args = qkv_rope_args(p, 0, false);
+  return gllmk_op_supported(p->shard->context, GLLMK_OP_matmul, &args, sizeof args) == GLLMK_OK;
+}
+
+/* Whether that matmul can also write k and v into the caches (kv_append's work). */
+static bool kv_fusion_supported(const pass *p) {
+  if (!p->rope_fused) return false;
+  gllmk_matmul_args args = qkv_rope_args(p, 0, true);
+  return gllmk_op_supported(p->shard->context, GLLMK_OP_matmul, &args, sizeof args) == GLLMK_OK;
+}
+
+/* Whether gate/up's matmul can also join its halves (cuda: one row). */
+static bool glu_fusion_supported(const pass *p) {
+  if (!p->fused) return false;
+  gllmk_matmul_args args = gate_up_glu_args(p, &p->weights->layers[0]);
   return gllmk_op_supported(p->shard->context, GLLMK_OP_matmul, &args, sizeof args) == GLLMK_OK;
 }
 
@@ -319,6 +358,8 @@ static gllmk_status make_pass(session_state *s, uint32_t rank, const step_layout
   p->fused = fusion_supported(p);
   p->rope = rope_settings(p, s->model->rope_paired);
   p->rope_fused = rope_fusion_supported(p, s->model->rope_paired);
+  p->kv_fused = kv_fusion_supported(p);
+  p->glu_fused = glu_fusion_supported(p);
   if (!p->rope_fused) return split_qk(p);
   MODEL_TRY(head_view(&p->qkv, 0, p->c->heads, p->c->head_dim, &p->q));
   return head_view(&p->qkv, p->c->heads * p->c->head_dim, p->c->kv_heads, p->c->head_dim, &p->k);

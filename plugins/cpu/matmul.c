@@ -2,8 +2,9 @@
  * matmul.c - the matmul family on the cpu: matmul, out = alpha * a op(b) +
  * beta * out + bias, a's rows optionally RMS-normalized first (a_norm:
  * each row's scale is found once, then applied as the row is packed or
- * converted), the output optionally turned by a rope after (rope_dim). The
- * planning, packing and tasks are here; the micro-kernels and GEMV kernels
+ * converted), the output optionally turned by a rope after (rope_dim) and
+ * copied into paged caches (kv_k_cache), or its halves joined by a gated
+ * linear unit (glu). The planning, packing and tasks are here; the micro-kernels and GEMV kernels
  * are the cpu_gemm_isa tables below it (cpu_gemm.h: cpu_gemm.c portable,
  * cpu_gemm_avx2.c, cpu_gemm_avx512.c), which attention.c uses too. From
  * below it also uses cpu_run_tasks (cpu_tasks.c) and the row conversions of
@@ -627,7 +628,51 @@ static gllmk_status rope_output(gllmk_plugin_device *device, const gllmk_matmul_
                                              .style = GLLMK_ROPE_GPTJ, .inv_freq = args->rope_inv_freq});
 }
 
+/* matmul's k and v into paged caches (ABI 2.6): gllmk_kv_append of out's
+ * columns from kv_first as k, then v, each [M, Hkv, D]. */
+static gllmk_status append_kv_output(gllmk_plugin_device *device, const gllmk_matmul_args *args) {
+  const int64_t heads = args->kv_k_cache->shape[2], head_dim = args->kv_k_cache->shape[3];
+  const size_t esize = gllmk_plugin_dtype_size(args->out->dtype);
+  gllmk_tensor k = *args->out;
+  k.ndim = 3;
+  k.shape[1] = heads;
+  k.shape[2] = head_dim;
+  k.strides[1] = head_dim;
+  k.strides[2] = 1;
+  k.offset += (uint64_t)args->kv_first * esize;
+  gllmk_tensor v = k;
+  v.offset += (uint64_t)(heads * head_dim) * esize;
+  return cpu_kv_append(device, &(gllmk_kv_append_args){.k_cache = args->kv_k_cache,
+                                                       .v_cache = args->kv_v_cache, .k = &k,
+                                                       .v = &v, .slots = args->kv_slots});
+}
+
+/* matmul's glu (ABI 2.6): the product into a dense scratch matrix of out's
+ * dtype, then gllmk_swiglu of its halves into out (the product rounded to
+ * out's dtype first, where a fused kernel rounds once). */
+static gllmk_status glu_output(gllmk_plugin_device *device, const gllmk_matmul_args *args) {
+  const int64_t m = args->a->shape[0], n = 2 * args->out->shape[1];
+  const size_t esize = gllmk_plugin_dtype_size(args->out->dtype), bytes = (size_t)(m * n) * esize;
+  gllmk_plugin_memory memory = {malloc(bytes ? bytes : 1), 0};
+  if (!memory.data) return cpu_host->fail(GLLMK_ERR_OUT_OF_MEMORY, "cpu: matmul glu's product");
+  gllmk_plugin_buffer buffer = {&memory, bytes};
+  gllmk_tensor product = {.buffer = (gllmk_buffer *)(void *)&buffer, .dtype = args->out->dtype,
+                          .ndim = 2, .shape = {m, n}, .strides = {n, 1}};
+  gllmk_tensor gate = product, up = product;
+  gate.shape[1] = up.shape[1] = n / 2;
+  up.offset = (uint64_t)(n / 2) * esize;
+  gllmk_matmul_args product_args = *args;
+  product_args.out = &product;
+  product_args.glu = GLLMK_GLU_NONE;
+  gllmk_status status = cpu_matmul(device, &product_args);
+  if (status == GLLMK_OK)
+    status = cpu_swiglu(device, &(gllmk_swiglu_args){.out = args->out, .gate = &gate, .up = &up});
+  free(memory.data);
+  return status;
+}
+
 gllmk_status cpu_matmul(gllmk_plugin_device *device, const gllmk_matmul_args *args) {
+  if (args->glu != GLLMK_GLU_NONE) return glu_output(device, args);
   matmul_job job;
   describe_job(args, &job);
   if (args->a_norm == GLLMK_A_NORM_RMS) {
@@ -637,5 +682,6 @@ gllmk_status cpu_matmul(gllmk_plugin_device *device, const gllmk_matmul_args *ar
   gllmk_status status = run_matmul(device, &job);
   free(job.row_scale);
   if (status == GLLMK_OK && args->rope_dim != 0) status = rope_output(device, args);
+  if (status == GLLMK_OK && args->kv_k_cache) status = append_kv_output(device, args);
   return status;
 }

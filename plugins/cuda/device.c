@@ -272,7 +272,8 @@ gllmk_status cuda_synchronize(gllmk_plugin_device *dev) {
   if (raised & GK_ERROR_EMBEDDING)
     return cuda_host->fail(GLLMK_ERR_OUT_OF_RANGE, "gllmk_embedding: a token id was outside [0, vocab)");
   if (raised & GK_ERROR_KV_APPEND)
-    return cuda_host->fail(GLLMK_ERR_OUT_OF_RANGE, "gllmk_kv_append: a slot was past the end of the cache");
+    return cuda_host->fail(GLLMK_ERR_OUT_OF_RANGE,
+                           "gllmk_kv_append (or gllmk_matmul's kv_slots): a slot was past the end of the cache");
   return cuda_host->fail(GLLMK_ERR_OUT_OF_RANGE,
                          "gllmk_paged_attention: a block table entry, q_starts or seq_lens was out of range");
 }

@@ -1,14 +1,16 @@
 /*
  * matmul.c - the matmul family: matmul (out = alpha * a op(b) + beta * out
  * + bias, batched, b as [N, K] or [K, N], a's rows RMS-normalized first
- * with a_norm, the output turned by a rope with rope_dim: only gemv_nk
- * does those, cuda_matmul_supports refuses them for the other kernels). It
- * fills a cuda_matmul_params (kernels/cuda_params.h) and picks a kernel
- * from kernels/matmul.cu: gemv for one row, skinny (mma.sync fed from
- * registers) for up to 64 rows, wgmma with TMA descriptors on Hopper
- * (sm_90a), mma.sync on sm_80+, SIMT otherwise, then enqueues it on the
- * context's stream. From below it uses launch.h's helpers, cuda_launch (device.c) and the driver's
- * cuTensorMapEncodeTiled (`cu`, driver.c).
+ * with a_norm, the output turned by a rope with rope_dim and copied into
+ * paged caches with kv_k_cache, or its halves joined with glu: only
+ * gemv_nk does those, cuda_matmul_supports refuses them for the other
+ * kernels). It fills a cuda_matmul_params (kernels/cuda_params.h) and
+ * picks a kernel from kernels/matmul.cu: gemv for one row, skinny
+ * (mma.sync fed from registers) for up to 64 rows, wgmma with TMA
+ * descriptors on Hopper (sm_90a), mma.sync on sm_80+, SIMT otherwise, then
+ * enqueues it on the context's stream. From below it uses launch.h's
+ * helpers, cuda_launch (device.c) and the driver's cuTensorMapEncodeTiled
+ * (`cu`, driver.c).
  */
 #include <math.h>
 #include <string.h>
@@ -18,7 +20,7 @@
 /* Kernels are picked as CK_<kernel>_f32 + variant(dtype),
  * CK_matmul_mma_f16_nk + (dtype == GLLMK_BF16) + 2 * b_kn, and
  * CK_matmul_wgmma_f16_n128 + (dtype == GLLMK_BF16) + 2 * (tile width 256). */
-_Static_assert(CUDA_DTYPE_VARIANTS(gemv_nk) && CUDA_DTYPE_VARIANTS(gemv_kn) && CUDA_DTYPE_VARIANTS(matmul_simt) &&
+_Static_assert(CUDA_DTYPE_VARIANTS(gemv_nk) && CUDA_DTYPE_VARIANTS(gemv_nk_pairs) && CUDA_DTYPE_VARIANTS(gemv_kn) && CUDA_DTYPE_VARIANTS(matmul_simt) &&
                    CUDA_DTYPE_VARIANTS(matmul_simt64),
                "kernels.def: f32, f16, bf16 variants in gllmk_dtype order");
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_mma, nk, kn), "kernels.def: matmul_mma_{f16,bf16}_{nk,kn} order");
@@ -88,7 +90,7 @@ static void describe_matmul(const gllmk_matmul_args *args, cuda_matmul_params *o
   p.b_kn = args->b_layout == GLLMK_B_KN;
   p.m = a->shape[nd - 2];
   p.k = a->shape[nd - 1];
-  p.n = out->shape[nd - 1];
+  p.n = out->shape[nd - 1] * (args->glu ? 2 : 1); /* the product's columns */
   p.batch = 1;
   for (int32_t i = 0; i < nd - 2; i++) p.batch *= a->shape[i];
   /* Row strides (a dim of extent 1 takes the dense one: it is never
@@ -132,6 +134,16 @@ static void describe_matmul(const gllmk_matmul_args *args, cuda_matmul_params *o
   p.rope_log2_ratio = args->rope_dim ? 2.0 * log2((double)args->rope_theta) / args->rope_dim : 0.0;
   p.rope_positions = args->rope_dim ? cuda_tensor_address(args->rope_positions) : 0;
   p.rope_inv_freq = args->rope_inv_freq ? cuda_tensor_address(args->rope_inv_freq) : 0;
+  p.glu = args->glu;
+  if (args->kv_k_cache) {
+    const gllmk_tensor *kc = args->kv_k_cache;
+    p.kv_k_cache = cuda_tensor_address(kc);
+    p.kv_v_cache = cuda_tensor_address(args->kv_v_cache);
+    p.kv_slots = cuda_tensor_address(args->kv_slots);
+    p.kv_slot_count = kc->shape[0] * kc->shape[1];
+    p.kv_first = args->kv_first;
+    p.kv_width = (int32_t)(kc->shape[2] * kc->shape[3]);
+  }
   *out_params = p;
 }
 
@@ -152,13 +164,24 @@ static gllmk_status launch_simt(gllmk_plugin_device *dev, cuda_matmul_params *p,
 
 static int runs_gemv(const cuda_matmul_params *p) { return p->m == 1 && p->batch <= MAX_GRID_YZ; }
 
-/* Only gemv_nk normalizes a's rows (a_norm) and turns its output (rope):
- * one row of a, b as [N, K]. */
+/* Only gemv_nk normalizes a's rows (a_norm), turns its output (rope),
+ * copies k and v into caches (kv_k_cache) and joins its halves (glu): one
+ * row of a, b as [N, K]. */
 static int runs_gemv_nk(const cuda_matmul_params *p) { return runs_gemv(p) && !p->b_kn; }
 
+/* gemv_nk's warps: one an output; gemv_nk_pairs' (a rope, kv or glu): one
+ * two adjacent outputs, or with glu a gate column and its up column
+ * (kernels/matmul.cu, gemv_nk_columns). */
+static int gemv_nk_paired(const cuda_matmul_params *p) { return p->rope_dim || p->glu || p->kv_k_cache; }
+
+static int64_t gemv_nk_warps(const cuda_matmul_params *p) {
+  if (p->glu) return p->n / 2;
+  return gemv_nk_paired(p) ? ceil_div(p->n, 2) : p->n;
+}
+
 static gllmk_status refuse_fusion(void) {
-  return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the cuda backend applies a_norm and rope to one "
-                                                "row of a (M = 1) with b as [N, K] only");
+  return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the cuda backend applies a_norm, rope, kv and glu "
+                                                "to one row of a (M = 1) with b as [N, K] only");
 }
 
 /* The wgmma kernel's tile width for a problem: 128 columns where their
@@ -178,14 +201,16 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
   const int32_t dtype = args->out->dtype;
   cuda_matmul_params p;
   describe_matmul(args, &p);
-  if ((p.a_rms || p.rope_dim) && !runs_gemv_nk(&p)) return refuse_fusion();
+  if ((p.a_rms || p.rope_dim || p.glu || p.kv_k_cache) && !runs_gemv_nk(&p)) return refuse_fusion();
+  p.error_flag = dev->error_device;
   const int v = variant(dtype);
   if (runs_gemv(&p)) {
     if (p.b_kn)
       return cuda_launch(dev, CK_gemv_kn_f32 + v, clamp_u32(ceil_div(p.n, GK_GEMV_KN_OUTPUTS), MAX_GRID_X),
                          (uint32_t)p.batch, 1, 256, 0, &p);
-    return cuda_launch(dev, CK_gemv_nk_f32 + v, clamp_u32(ceil_div(p.n, GK_GEMV_NK_OUTPUTS), MAX_GRID_X),
-                       (uint32_t)p.batch, 1, GK_GEMV_NK_OUTPUTS * 32, 0, &p);
+    return cuda_launch(dev, (gemv_nk_paired(&p) ? CK_gemv_nk_pairs_f32 : CK_gemv_nk_f32) + v,
+                       clamp_u32(ceil_div(gemv_nk_warps(&p), GK_GEMV_NK_OUTPUTS), MAX_GRID_X), (uint32_t)p.batch, 1,
+                       GK_GEMV_NK_OUTPUTS * 32, 0, &p);
   }
   if (dtype != GLLMK_F32 && dev->skinny_partial && !p.b_kn && p.vec && p.m <= 64 && p.batch == 1 &&
       ceil_div(p.n, GK_MATMUL_SKINNY_BN) <= MAX_GRID_X)
@@ -217,7 +242,8 @@ CUDA_OP_ENTRY(matmul)
 
 gllmk_status cuda_matmul_supports(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
   (void)dev;
-  if (args->a_norm == GLLMK_A_NORM_NONE && args->rope_dim == 0) return GLLMK_OK;
+  if (args->a_norm == GLLMK_A_NORM_NONE && args->rope_dim == 0 && args->glu == GLLMK_GLU_NONE && !args->kv_k_cache)
+    return GLLMK_OK;
   cuda_matmul_params p;
   describe_matmul(args, &p);
   return runs_gemv_nk(&p) ? GLLMK_OK : refuse_fusion();

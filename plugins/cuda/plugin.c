@@ -10,7 +10,7 @@
 #include "internal.h"
 #include "ops.h"
 
-/* Only matmul (a_norm or rope beyond one row of a, told from the shapes),
+/* Only matmul (a_norm, rope, kv or glu beyond one row of a, by shapes),
  * rope (16-bit rotary_dim past what shared memory holds) and attention (a
  * head dim or grid past the device's limits) can refuse a valid call; the
  * last two run their host code as for a launch, launching nothing, and answer.

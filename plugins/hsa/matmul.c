@@ -2,7 +2,7 @@
  * matmul.c - the matmul family: matmul, as the tiled kernel or, for a few
  * rows of a, the GEMV kernel (both in kernels/matmul.cl). Batches that lie
  * like one taller matrix over a shared b become one batch. Also both
- * descriptors' gk_supports, which refuses matmul's a_norm and rope. From
+ * descriptors' gk_supports, which refuses matmul's a_norm, rope, kv and glu. From
  * below: the grid sizes, variant() and launch() of launch.h, the tile sizes
  * of kernels/gk_params.h.
  */
@@ -23,8 +23,9 @@ static int64_t batch_stride(const gllmk_tensor *t, int32_t dims) {
 gllmk_status gk_supports(gllmk_plugin_device *device, gllmk_op op, const void *args) {
   (void)device;
   const gllmk_matmul_args *matmul = args;
-  if (op == GLLMK_OP_matmul && (matmul->a_norm != GLLMK_A_NORM_NONE || matmul->rope_dim != 0))
-    return gk_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the hsa backend has no a_norm or rope");
+  if (op == GLLMK_OP_matmul && (matmul->a_norm != GLLMK_A_NORM_NONE || matmul->rope_dim != 0 ||
+                                matmul->glu != GLLMK_GLU_NONE || matmul->kv_k_cache))
+    return gk_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the hsa backend has no a_norm, rope, kv or glu");
   return GLLMK_OK;
 }
 

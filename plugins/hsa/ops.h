@@ -27,7 +27,8 @@
 #include "gllmk/gllmk_ops.def"
 
 /* The descriptors' supports (matmul.c): every valid call runs except
- * matmul's a_norm (ABI 2.4) and rope (ABI 2.5), which no hsa kernel applies. */
+ * matmul's a_norm (ABI 2.4), rope (ABI 2.5), kv and glu (ABI 2.6), which no
+ * hsa kernel applies. */
 gllmk_status gk_supports(gllmk_plugin_device *device, gllmk_op op, const void *args);
 
 #endif /* GLLMK_HSA_OPS_H_ */

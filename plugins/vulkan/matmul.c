@@ -298,8 +298,8 @@ static int vk_coopmat_kind(const vk_physical *phys, int32_t dtype) {
 }
 
 gllmk_status vk_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
-  if (args->a_norm != GLLMK_A_NORM_NONE || args->rope_dim != 0)
-    return vk_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the vulkan backend has no a_norm or rope");
+  if (args->a_norm != GLLMK_A_NORM_NONE || args->rope_dim != 0 || args->glu != GLLMK_GLU_NONE || args->kv_k_cache)
+    return vk_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the vulkan backend has no a_norm, rope, kv or glu");
   int32_t nd = args->a->ndim;
   int64_t M = args->a->shape[nd - 2], N = args->out->shape[nd - 1];
   if (M <= VK_GEMV_M) return vk_matmul_gemv(dev, args);

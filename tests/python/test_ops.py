@@ -216,6 +216,32 @@ def test_matmul_rope(cpu, rng, rows):
     assert_close(gllmk.matmul(a, w, rope=rope, context=cpu), ref, "f32")
 
 
+@pytest.mark.parametrize("rows", [1, 3])
+def test_matmul_glu(cpu, rng, rows):
+    a, av = rand(rng, (rows, 40), "f32")
+    w, wv = rand(rng, (48, 40), "f32")
+    bias, biasv = rand(rng, (48,), "f32")
+    product = av @ wv.T + biasv
+    gate, up = product[:, :24], product[:, 24:]
+    out = gllmk.matmul(a, w, bias, glu="swiglu", context=cpu)
+    assert_close(out, refs.silu(gate) * up, "f32")
+
+
+def test_matmul_kv(cpu, rng):
+    a, av = rand(rng, (2, 40), "f32")
+    w, wv = rand(rng, (40, 40), "f32")  # q (8), k (16: 2 heads of 8), v (16)
+    k_cache, kv_ = rand(rng, (3, 4, 2, 8), "f32")
+    v_cache, vv = rand(rng, (3, 4, 2, 8), "f32")
+    slots = np.array([9, -1], np.int32)
+    out = gllmk.matmul(a, w, kv={"k_cache": k_cache, "v_cache": v_cache, "slots": slots,
+                                 "first": 8}, context=cpu)
+    assert_close(out, av @ wv.T, "f32")
+    kv_.reshape(12, 16)[9] = out[0, 8:24]
+    vv.reshape(12, 16)[9] = out[0, 24:40]
+    assert_close(k_cache, kv_, "f32")
+    assert_close(v_cache, vv, "f32")
+
+
 def test_matmul_gemv_f32(ctx, rng):
     a, av = rand(rng, (1, 300), "f32")
     w, wv = rand(rng, (129, 300), "f32")

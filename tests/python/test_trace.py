@@ -89,9 +89,12 @@ def test_trace_of_generation(ctx, tmp_path):
     names = {e["name"] for e in check_trace(path)}
     # rmsnorm in both forms of a forward (docs/generator.md): the final norm
     # when the norms are inside the matmuls (cpu), the first layer's else. The
-    # cpu turns q and k inside the q/k/v matmul too (matmul's rope): no rope.
-    assert {"embedding", "matmul", "kv_append", "paged_attention", "swiglu", "rmsnorm"} <= names
-    assert ("rope" in names) == (ctx.backend != "cpu")
+    # cpu turns q and k inside the q/k/v matmul too (matmul's rope), copies k
+    # and v into the caches there (matmul's kv) and joins gate and up inside
+    # theirs (matmul's glu): no rope, kv_append or swiglu.
+    assert {"embedding", "matmul", "paged_attention", "rmsnorm"} <= names
+    for fused in ("rope", "kv_append", "swiglu"):
+        assert (fused in names) == (ctx.backend != "cpu"), fused
 
 
 def test_nested_traces_are_refused():

@@ -454,6 +454,16 @@ typedef enum gllmk_matmul_a_norm {
   GLLMK_A_NORM_RMS = 1,
 } gllmk_matmul_a_norm;
 
+/* A gated linear unit on the product (ABI 2.6): what joins its two halves. */
+typedef enum gllmk_matmul_glu {
+  GLLMK_GLU_NONE = 0,
+  /* out[m, j] = silu(P[m, j]) * P[m, j + N / 2], P the product (alpha * a
+   * op(b) (+ bias[N])) in F32, rounded once when stored: b's N rows (or
+   * columns) are gate's then up's, as a fused gate/up projection holds them,
+   * and out is [M, N / 2]. gllmk_swiglu of P's two halves, without P. */
+  GLLMK_GLU_SWIGLU = 1,
+} gllmk_matmul_glu;
+
 /* out[..., M, N] = alpha * a[..., M, K] op(b) + beta * out (+ bias[N]).
  * b is 2-D (shared by every batch) or has a's leading dims; bias may be NULL.
  * With beta = 0, out is not read (NaN in it does not propagate).
@@ -470,7 +480,24 @@ typedef enum gllmk_matmul_a_norm {
  * (j, j + rope_dim / 2) instead: it permutes its q and k weight rows so that
  * those pairs sit side by side (q . k does not change when both are
  * permuted alike), which is what the generator does. A backend may support
- * it for some shapes only (gllmk_op_supported tells). */
+ * it for some shapes only (gllmk_op_supported tells).
+ *
+ * ABI 2.6, glu (gllmk_matmul_glu): the product's halves joined, out [M,
+ * N / 2] (above). It needs a 2-D a, beta = 0, N even and no rope; bias, if
+ * any, is the product's ([N]). A backend may support it for some shapes
+ * only (gllmk_op_supported tells).
+ *
+ * ABI 2.6, k and v into paged caches as well (kv_k_cache not NULL): with
+ * W = Hkv * D of kv_k_cache ([blocks, block_size, Hkv, D], as
+ * gllmk_kv_append takes it), out's columns [kv_first, kv_first + W) of row
+ * m are also written to kv_k_cache at slot kv_slots[m] (I32 [M]) as
+ * gllmk_kv_append writes k, and the W columns after them to kv_v_cache as
+ * v: the values out receives (after a rope). Slots behave as in
+ * gllmk_kv_append (negative: skipped; past the cache: skipped, and the next
+ * gllmk_synchronize returns GLLMK_ERR_OUT_OF_RANGE). It needs a 2-D a, no
+ * glu, caches of out's dtype and kv_first + 2 W <= N. What a fused q/k/v
+ * projection of a decode step does with kv_append in one call. A backend
+ * may support it for some shapes only (gllmk_op_supported tells). */
 typedef struct gllmk_matmul_args {
   const gllmk_tensor *out, *a, *b, *bias;
   float alpha, beta;
@@ -482,6 +509,9 @@ typedef struct gllmk_matmul_args {
   int32_t rope_head_dim, rope_columns; /* ABI 2.5 */
   float rope_theta;                    /* ABI 2.5: > 1 unless rope_inv_freq */
   const gllmk_tensor *rope_positions, *rope_inv_freq; /* ABI 2.5 */
+  int32_t glu; /* ABI 2.6: gllmk_matmul_glu; 0 = none */
+  int32_t kv_first; /* ABI 2.6: out's first column of k (kv_k_cache set) */
+  const gllmk_tensor *kv_k_cache, *kv_v_cache, *kv_slots; /* ABI 2.6; NULL = none */
 } gllmk_matmul_args;
 
 /* Flash attention. q [B, Sq, Hq, D], k and v [B, Skv, Hkv, D], out like q;

@@ -206,6 +206,13 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
+/* e^x through the hardware exp2: a few ulp, far inside every tolerance. */
+__device__ __forceinline__ float exp_fast(float x) { return exp2_ftz(x * 1.4426950408889634f); }
+
+/* x sigmoid(x); __fdividef is exact enough here and 0 for a huge divisor.
+ * silu and swiglu use it, and matmul's glu. */
+__device__ __forceinline__ float silu(float x) { return __fdividef(x, 1.0f + exp_fast(-x)); }
+
 /* pos * frequency reduced to [-pi, pi] in double, so that large positions
  * keep their accuracy. */
 __device__ __forceinline__ float rope_reduced_angle(double pos, double frequency) {

@@ -110,9 +110,16 @@ typedef struct cuda_matmul_params {
   int32_t vec4; /* K (and N for [K, N]) % 4 == 0, a and b rows 4-element aligned */
   /* rope on the output (gemv_nk only): GPT-J pairs of the first
    * rope_columns columns, in heads of rope_head_dim; rope_dim 0 = none. */
-  int32_t rope_dim, rope_head_dim, rope_columns, pad_;
+  int32_t rope_dim, rope_head_dim, rope_columns;
+  int32_t glu; /* silu(gate) * up of the product's halves (gemv_nk only); n is the product's */
   double rope_log2_ratio; /* pair j's frequency theta^(-2j / rope_dim) = 2^(-j * this) */
   uint64_t rope_positions, rope_inv_freq; /* I32 [1]; F32 [rope_dim / 2] or 0 */
+  /* k and v into paged caches too (gemv_nk only): columns [kv_first,
+   * kv_first + kv_width) to kv_k_cache's slot, the next kv_width to
+   * kv_v_cache's; caches [kv_slot_count, kv_width] dense; 0 = none. */
+  uint64_t kv_k_cache, kv_v_cache, kv_slots, error_flag;
+  int64_t kv_slot_count;
+  int32_t kv_first, kv_width;
 } cuda_matmul_params;
 
 /* matmul_skinny: a matmul of few rows (M <= 64, decode batches) split over
@@ -237,7 +244,7 @@ typedef struct cuda_sample_params {
 #define GK_MATMUL_SKINNY_BN 128     /* columns per block */
 #define GK_MATMUL_SKINNY_THREADS 256 /* eight warps of 16 columns */
 #define GK_MATMUL_SKINNY_KSTEP 128   /* K per pass of the main loop */
-#define GK_GEMV_NK_OUTPUTS 8   /* outputs per block (one per warp) */
+#define GK_GEMV_NK_OUTPUTS 8   /* warps per block (an output each, or a pair) */
 #define GK_GEMV_KN_OUTPUTS 64
 #define GK_ARRIVAL_COUNTERS 4096 /* tiles or rows that can be split at once */
 #define GK_SAMPLE_THREADS 256

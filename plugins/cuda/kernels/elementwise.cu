@@ -10,12 +10,6 @@
 
 /* ---------------------------------------------------------------- math */
 
-/* e^x through the hardware exp2: a few ulp, far inside every tolerance. */
-__device__ __forceinline__ float exp_fast(float x) { return exp2_ftz(x * 1.4426950408889634f); }
-
-/* x sigmoid(x); __fdividef is exact enough here and 0 for a huge divisor. */
-__device__ __forceinline__ float silu(float x) { return __fdividef(x, 1.0f + exp_fast(-x)); }
-
 /* 1 / x in one MUFU instruction (rcp.approx: at most 1 ulp off). */
 __device__ __forceinline__ float rcp_fast(float x) {
   float y;

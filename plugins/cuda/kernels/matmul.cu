@@ -3,7 +3,8 @@
  *
  *  - gemv_nk / gemv_kn: M = 1 (decode), bound by reading b once; gemv_nk
  *    also divides a by its RMS (the API's a_norm) on the way, and turns
- *    its output by a rope (the API's rope_dim).
+ *    its output by a rope (the API's rope_dim), copies k and v into paged
+ *    caches (kv_k_cache) or joins its halves (glu).
  *  - matmul_skinny: f16/bf16, M <= 64 (decode batches), b as [N, K]:
  *    also bound by reading b once; split over K when N is small.
  *  - matmul_wgmma: f16/bf16 with b as [N, K] on Hopper (sm_90a): warpgroup
@@ -59,84 +60,118 @@ __device__ __forceinline__ uint4 load_streaming16(const void *p) {
   return v;
 }
 
-/* Words w, w + 32, ... (16 bytes each) of a times those of b, DEPTH words of
- * b in flight before any is used, while DEPTH more remain; w moves on. */
-template <class T, bool RMS, int DEPTH>
-__device__ __forceinline__ void gemv_words(const T *a, const T *b, int64_t words, int64_t &w, float &sum, float &ss) {
+/* Words w, w + 32, ... (16 bytes each) of a times those of ROWS rows of b,
+ * DEPTH words of each row in flight before any is used, while DEPTH more
+ * remain; w moves on. */
+template <class T, bool RMS, int ROWS, int DEPTH>
+__device__ __forceinline__ void gemv_words(const T *a, const T *const (&b)[ROWS], int64_t words, int64_t &w,
+                                           float (&sum)[ROWS], float &ss) {
   constexpr int E = 16 / sizeof(T);
   for (; w + 32 * (DEPTH - 1) < words; w += 32 * DEPTH) {
-    uint4 raw[DEPTH];
+    uint4 raw[ROWS][DEPTH];
 #pragma unroll
-    for (int u = 0; u < DEPTH; u++) raw[u] = load_streaming16(b + E * (w + 32 * u));
+    for (int u = 0; u < DEPTH; u++)
+#pragma unroll
+      for (int r = 0; r < ROWS; r++) raw[r][u] = load_streaming16(b[r] + E * (w + 32 * u));
 #pragma unroll
     for (int u = 0; u < DEPTH; u++) {
-      float bv[E], av[E];
-      unpack16((T *)nullptr, raw[u], bv);
+      float av[E];
       unpack16((T *)nullptr, *reinterpret_cast<const uint4 *>(a + E * (w + 32 * u)), av);
 #pragma unroll
-      for (int i = 0; i < E; i++) {
-        sum = fmaf(av[i], bv[i], sum);
-        if (RMS) ss = fmaf(av[i], av[i], ss);
+      for (int r = 0; r < ROWS; r++) {
+        float bv[E];
+        unpack16((T *)nullptr, raw[r][u], bv);
+#pragma unroll
+        for (int i = 0; i < E; i++) sum[r] = fmaf(av[i], bv[i], sum[r]);
       }
+      if (RMS)
+#pragma unroll
+        for (int i = 0; i < E; i++) ss = fmaf(av[i], av[i], ss);
     }
   }
 }
 
-/* One lane's part of a row of a times row n of b (b is [N, K]): lanes
- * stride over K in 16-byte words, 16 of b in flight each (a 4096-wide bf16
- * row in one go: the small projections of decode have under one wave of
- * blocks, so each warp must keep much in flight; 4 at a time left the
- * 4096 x 4096 GEMV at 67% of copy in a decode step), then 4, then 1. With
- * RMS, also its part of the sum of a's squares, in *squares. */
-template <class T, bool RMS>
-__device__ __forceinline__ float gemv_nk_lane(const cuda_matmul_params &p, const T *a, const T *b, int lane,
-                                              float *squares) {
-  float sum = 0.0f, ss = 0.0f;
+/* One lane's part of a row of a times ROWS rows of b (b is [N, K]), in
+ * sum: lanes stride over K in 16-byte words, 16 of b in flight each (a
+ * 4096-wide bf16 row in one go: the small projections of decode have under
+ * one wave of blocks, so each warp must keep much in flight; 4 at a time
+ * left the 4096 x 4096 GEMV at 67% of copy in a decode step), then 4, then
+ * 1, shared among the rows. With RMS, also its part of the sum of a's
+ * squares, in *squares. */
+template <class T, bool RMS, int ROWS>
+__device__ __forceinline__ void gemv_nk_lane(const cuda_matmul_params &p, const T *a, const T *const (&b)[ROWS],
+                                             int lane, float (&sum)[ROWS], float *squares) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int r = 0; r < ROWS; r++) sum[r] = 0.0f;
   if (p.vec) {
     const int64_t words = p.k * (int64_t)sizeof(T) / 16;
     int64_t w = lane;
-    gemv_words<T, RMS, sizeof(T) == 2 ? 16 : 8>(a, b, words, w, sum, ss); /* f32: 8 fit the registers */
-    gemv_words<T, RMS, 4>(a, b, words, w, sum, ss);
-    gemv_words<T, RMS, 1>(a, b, words, w, sum, ss);
+    gemv_words<T, RMS, ROWS, (sizeof(T) == 2 ? 16 : 8) / ROWS>(a, b, words, w, sum, ss); /* f32: 8 fit */
+    gemv_words<T, RMS, ROWS, 4 / ROWS>(a, b, words, w, sum, ss);
+    gemv_words<T, RMS, ROWS, 1>(a, b, words, w, sum, ss);
   } else {
     for (int64_t k = lane; k < p.k; k += 32) {
       const float av = load1(a + k);
-      sum = fmaf(av, load1(b + k), sum);
+#pragma unroll
+      for (int r = 0; r < ROWS; r++) sum[r] = fmaf(av, load1(b[r] + k), sum[r]);
       if (RMS) ss = fmaf(av, av, ss);
     }
   }
   *squares = ss;
-  return sum;
 }
 
-/* Output n's rope (GPT-J pairs, columns 2j and 2j + 1 of a head: two warps
- * of one block): whether it turns, which of its pair it is, and the angle's
- * two factors, loaded before the row's products so that their latency hides
- * behind the weights'. */
+/* A rope's turn of a warp's two outputs (GPT-J pair 2j, 2j + 1 of a head):
+ * whether they turn and the angle's factors, loaded before the row's
+ * products so that their latency hides behind the weights'. */
 struct rope_turn {
   bool turned;
-  bool second; /* column 2j + 1 of its pair */
   int32_t position;
   double frequency;
   float cosine, sine;
 };
 
 __device__ __forceinline__ rope_turn rope_turn_of(const cuda_matmul_params &p, int64_t z, int64_t n) {
-  rope_turn t = {false, false, 0, 0.0, 1.0f, 0.0f};
+  rope_turn t = {false, 0, 0.0, 1.0f, 0.0f};
   if (!p.rope_dim || n >= p.rope_columns) return t;
   const int32_t c = (int32_t)n % p.rope_head_dim; /* 32 bits: a 64-bit % is a long call */
   if (c >= p.rope_dim) return t;
   const int32_t j = c / 2;
   t.turned = true;
-  t.second = c & 1;
   t.position = reinterpret_cast<const int32_t *>(p.rope_positions)[z];
   t.frequency = p.rope_inv_freq ? (double)reinterpret_cast<const float *>(p.rope_inv_freq)[j]
                                 : exp2(-(double)j * p.rope_log2_ratio);
   return t;
 }
 
+/* Whether output n also goes into a cache (kv_k_cache: k's and v's columns). */
+__device__ __forceinline__ bool kv_column(const cuda_matmul_params &p, int64_t n) {
+  return p.kv_k_cache && n >= p.kv_first && n < p.kv_first + 2 * (int64_t)p.kv_width && n < p.n;
+}
+
+/* Row z's slot where one of a warp's two outputs goes into a cache, else
+ * -1: loaded before the row's products, so that its latency hides. */
+__device__ __forceinline__ int32_t kv_slot_of(const cuda_matmul_params &p, int64_t z, const int64_t (&n)[2]) {
+  return kv_column(p, n[0]) || kv_column(p, n[1]) ? reinterpret_cast<const int32_t *>(p.kv_slots)[z] : -1;
+}
+
+/* Output n's element of the k or v cache at `slot`, or null (not k or v, a
+ * negative slot, or one past the cache: that raises kv_append's error bit,
+ * as kv_append does). */
+template <class T>
+__device__ __forceinline__ T *kv_destination(const cuda_matmul_params &p, int32_t slot, int64_t n) {
+  if (slot < 0 || !kv_column(p, n)) return nullptr;
+  if (slot >= p.kv_slot_count) {
+    raise_error(p.error_flag, GK_ERROR_KV_APPEND);
+    return nullptr;
+  }
+  const int32_t c = (int32_t)(n - p.kv_first);
+  if (c < p.kv_width) return ptr_at<T>(p.kv_k_cache, (int64_t)slot * p.kv_width + c);
+  return ptr_at<T>(p.kv_v_cache, (int64_t)slot * p.kv_width + (c - p.kv_width));
+}
+
 /* The angle's cosine and sine, by every lane (the warp's products are done,
- * and its sum's shuffles hide this), reduced as rope_angle reduces it but
+ * and its sums' shuffles hide this), reduced as rope_angle reduces it but
  * with the MUFU's sine and cosine: 2^-21 absolute error on [-pi, pi],
  * against the 2^-8 to 2^-24 rounding of the outputs; sincosf's longer chain
  * cost the block's tail (Nsight, H200: q/k/v 17.1 -> 18.1 us). */
@@ -144,45 +179,79 @@ __device__ __forceinline__ void turn_angle(rope_turn &t) {
   if (t.turned) __sincosf(rope_reduced_angle((double)t.position, t.frequency), &t.sine, &t.cosine);
 }
 
-/* Output v of a rope's pair turned, from this warp's lane 0 and its
- * partner's, for lane 0; every thread of the block must call it. */
-__device__ __forceinline__ float turned_pair(const rope_turn &t, float v) {
-  __shared__ float outputs[GEMV_WARPS];
-  const int warp = threadIdx.x >> 5;
-  if ((threadIdx.x & 31) == 0) outputs[warp] = v;
-  __syncthreads();
-  if (!t.turned) return v;
-  const float partner = outputs[warp ^ 1];
-  return t.second ? partner * t.sine + v * t.cosine : v * t.cosine - partner * t.sine;
+/* The product columns a warp computes: one (ROWS 1: warp w of block x takes
+ * 8x + w) or two: a rope's pair 2i, 2i + 1 (i = 8x + w), or with glu gate's
+ * column i and its up column i + N/2. A second column may be past N (an odd
+ * N), never the first: the grid covers whole warps. */
+template <int ROWS>
+__device__ __forceinline__ void gemv_nk_columns(const cuda_matmul_params &p, int64_t (&n)[ROWS]) {
+  const int64_t i = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+  if (ROWS == 1) n[0] = i;
+  else if (p.glu) n[0] = i, n[ROWS - 1] = i + p.n / 2;
+  else n[0] = 2 * i, n[ROWS - 1] = 2 * i + 1;
 }
 
-/* b is [N, K]: one warp per output. With a_rms the row's scale comes from
- * the squares each warp sums on the way (a is read by every warp anyway),
- * so normalizing a costs no pass of its own. With a rope the block's warps
- * swap their outputs, so none leaves early. */
-template <class T> __device__ void gemv_nk_impl(const cuda_matmul_params &p) {
-  static_assert(GEMV_WARPS % 2 == 0, "a rope's pairs share a block");
+/* b is [N, K]: one warp per output (gemv_nk), or per two (gemv_nk_pairs,
+ * for a rope's pairs, glu's gate and up, and kv_k_cache: ROWS 2, both
+ * rows' words in flight together, so that a pair meets in one lane with no
+ * exchange between warps; a kernel of its own, so that the plain GEMV's
+ * code stays as lean as before). With a_rms the row's scale comes from the
+ * squares each warp sums on the way (a is read by every warp anyway), so
+ * normalizing a costs no pass of its own. With kv_k_cache, k's and v's
+ * outputs are stored in the caches too. */
+template <class T, int ROWS> __device__ void gemv_nk_rows(const cuda_matmul_params &p) {
   const int lane = threadIdx.x & 31;
-  const int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
   const int64_t z = blockIdx.y;
-  if (n >= p.n && !p.rope_dim) return;
-  rope_turn turn = rope_turn_of(p, z, n);
-  const T *a = ptr_at<const T>(p.a, z * p.a_batch_stride);
-  T *out = ptr_at<T>(p.out, z * p.out_batch_stride + n);
-  float v = 0.0f;
-  if (n < p.n) {
-    const T *b = ptr_at<const T>(p.b, z * p.b_batch_stride + n * p.ldb);
-    float squares;
-    const float part = p.a_rms ? gemv_nk_lane<T, true>(p, a, b, lane, &squares)
-                               : gemv_nk_lane<T, false>(p, a, b, lane, &squares);
-    turn_angle(turn);
-    float sum = warp_sum(part);
-    if (p.a_rms) sum *= rsqrtf(warp_sum(squares) / (float)p.k + p.a_rms_eps);
-    if (lane == 0) v = epilogue(p, out, bias_of<T>(p), n, sum);
+  int64_t n[ROWS];
+  gemv_nk_columns<ROWS>(p, n);
+  if (n[0] >= (ROWS == 2 && p.glu ? p.n / 2 : p.n)) return;
+  rope_turn turn = ROWS == 2 ? rope_turn_of(p, z, n[0]) : rope_turn{};
+  int32_t slot = -1;
+  if constexpr (ROWS == 2) slot = kv_slot_of(p, z, n);
+  const T *b[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; r++) {
+    const int64_t row = n[r] < p.n ? n[r] : n[0]; /* a missing second row reads the first again */
+    b[r] = ptr_at<const T>(p.b, z * p.b_batch_stride + row * p.ldb);
   }
-  if (p.rope_dim) v = turned_pair(turn, v);
-  if (lane == 0 && n < p.n) store1(out, v);
+  const T *a = ptr_at<const T>(p.a, z * p.a_batch_stride);
+  float v[ROWS], squares;
+  if (p.a_rms) gemv_nk_lane<T, true, ROWS>(p, a, b, lane, v, &squares);
+  else gemv_nk_lane<T, false, ROWS>(p, a, b, lane, v, &squares);
+  if (ROWS == 2) turn_angle(turn);
+#pragma unroll
+  for (int r = 0; r < ROWS; r++) v[r] = warp_sum(v[r]);
+  if (p.a_rms) {
+    const float scale = rsqrtf(warp_sum(squares) / (float)p.k + p.a_rms_eps);
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) v[r] *= scale;
+  }
+  if (lane != 0) return;
+  T *out = ptr_at<T>(p.out, z * p.out_batch_stride + n[0]);
+  const T *bias = bias_of<T>(p);
+#pragma unroll
+  for (int r = 0; r < ROWS; r++) /* out's old value is read with beta only: never with glu */
+    if (n[r] < p.n) v[r] = epilogue(p, p.glu ? out : out + (n[r] - n[0]), bias, n[r], v[r]);
+  if (ROWS == 2 && p.glu) {
+    store1(out, silu(v[0]) * v[ROWS - 1]);
+    return;
+  }
+  if (turn.turned) {
+    const float first = v[0];
+    v[0] = first * turn.cosine - v[ROWS - 1] * turn.sine;
+    v[ROWS - 1] = v[ROWS - 1] * turn.cosine + first * turn.sine;
+  }
+#pragma unroll
+  for (int r = 0; r < ROWS; r++) {
+    if (n[r] >= p.n) continue;
+    store1(out + (n[r] - n[0]), v[r]);
+    T *cache = kv_destination<T>(p, slot, n[r]);
+    if (cache) store1(cache, v[r]);
+  }
 }
+
+template <class T> __device__ void gemv_nk_impl(const cuda_matmul_params &p) { gemv_nk_rows<T, 1>(p); }
+template <class T> __device__ void gemv_nk_pairs_impl(const cuda_matmul_params &p) { gemv_nk_rows<T, 2>(p); }
 
 /* b is [K, N]: a block covers 64 outputs; 8 threads x 8 columns each walk
  * 32 interleaved K groups, then the groups are summed in shared memory. */
@@ -228,6 +297,7 @@ template <class T> __device__ void gemv_kn_impl(const cuda_matmul_params &p) {
 
 /* Two blocks a multiprocessor: the registers of 16 words in flight a lane. */
 GK_FLOAT_KERNELS(gemv_nk, gemv_nk_impl, cuda_matmul_params, __launch_bounds__(GEMV_WARPS * 32, 2))
+GK_FLOAT_KERNELS(gemv_nk_pairs, gemv_nk_pairs_impl, cuda_matmul_params, __launch_bounds__(GEMV_WARPS * 32, 2))
 GK_FLOAT_KERNELS(gemv_kn, gemv_kn_impl, cuda_matmul_params, __launch_bounds__(256))
 
 /* ------------------------------------------------------------ SIMT GEMM */

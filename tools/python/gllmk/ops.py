@@ -19,6 +19,7 @@ from .tensors import MEMORY_CUDA_DEVICE, check_writable, describe, empty_like
 _GELU = {"none": 0, "erf": 0, "tanh": 1}
 _ROPE = {"neox": 0, "gptj": 1}
 _LAYOUT = {"nk": 0, "kn": 1}
+_GLU = {None: 0, "swiglu": 1}
 
 
 _current_stream = []  # how to read torch's current stream, found once
@@ -182,31 +183,40 @@ def embedding(ids, table, *, out=None, context=None):
 
 
 def matmul(a, b, bias=None, *, layout="nk", alpha=1.0, beta=0.0, allow_tf32=False, rms_eps=None,
-           rope=None, out=None, context=None):
+           rope=None, glu=None, kv=None, out=None, context=None):
     """alpha * a @ op(b) + beta * out (+ bias). layout "nk": b is [N, K], a
     Linear weight (F.linear(a, b, bias)); "kn": b is [K, N] (a @ b). With
     rms_eps, each row of a is first divided by sqrt(mean(row^2) + rms_eps)
     (a_norm: an RMSNorm without weight). rope, a dict with positions (I32
     [M]), head_dim, columns, and optionally rotary_dim (head_dim), theta
     (10000) or inv_freq: the output's first `columns` columns turned as
-    gllmk.rope(style="gptj") turns heads of head_dim (a 2-D a, beta 0). Not
-    every backend takes every shape of either."""
+    gllmk.rope(style="gptj") turns heads of head_dim (a 2-D a, beta 0).
+    glu="swiglu": silu(P[:, :N/2]) * P[:, N/2:] of the product P, as
+    gllmk.swiglu of its halves ([M, N/2] out; a 2-D a, beta 0). kv, a dict
+    with k_cache, v_cache ([blocks, block_size, Hkv, D]), slots (I32 [M])
+    and first: out's columns from `first` also written into the caches as
+    gllmk.kv_append writes k, then v (a 2-D a). Not every backend takes
+    every shape of these."""
     if beta != 0 and out is None:
         raise ValueError("gllmk.matmul: beta != 0 reads out: pass out=")
     b_layout = _LAYOUT[layout]
+    glu_kind = _GLU[glu]
 
     def shape(d):
         n = d["b"].shape[-2] if b_layout == 0 else d["b"].shape[-1]
-        return d["a"].shape[:-1] + (n,)
+        return d["a"].shape[:-1] + (n // 2 if glu_kind else n,)
     rope = rope or {}
+    kv = kv or {}
     head_dim = rope.get("head_dim", 0)
     return _op("matmul", {"a": a, "b": b, "bias": bias, "rope_positions": rope.get("positions"),
-                          "rope_inv_freq": rope.get("inv_freq")},
+                          "rope_inv_freq": rope.get("inv_freq"), "kv_k_cache": kv.get("k_cache"),
+                          "kv_v_cache": kv.get("v_cache"), "kv_slots": kv.get("slots")},
                {"alpha": alpha, "beta": beta, "b_layout": b_layout, "flags": int(allow_tf32),
                 "a_norm": int(rms_eps is not None), "a_norm_eps": rms_eps or 0.0,
                 "rope_dim": rope.get("rotary_dim", head_dim), "rope_head_dim": head_dim,
-                "rope_columns": rope.get("columns", 0), "rope_theta": rope.get("theta", 10000.0)},
-               context, out, shape, "a")
+                "rope_columns": rope.get("columns", 0), "rope_theta": rope.get("theta", 10000.0),
+                "glu": glu_kind, "kv_first": kv.get("first", 0)},
+               context, out, shape, "a", written=("out", "kv_k_cache", "kv_v_cache"))
 
 
 def attention(q, k, v, *, scale=None, causal=False, kv_lens=None, lse=None, return_lse=False,
