@@ -499,9 +499,11 @@ static gllmk_status matmul_kv(const op_call *c, const gllmk_matmul_args *a, int6
     return INVALID("%s: kv_first=%d and 2 * %lld columns of k and v do not fit in N=%lld", c->fn,
                    a->kv_first, (long long)width, (long long)n);
   CORE_TRY(i32_vector(c, "kv_slots", a->kv_slots, m, "a.shape[0] (M)"));
-  const char *const names[] = {"out", "a", "b", "bias", "kv_slots"};
-  const gllmk_tensor *const others[] = {a->out, a->a, a->b, a->bias, a->kv_slots};
-  for (int i = 0; i < 5; i++) {
+  const char *const names[] = {"out", "a", "b", "bias", "kv_slots", "rope_positions",
+                               "rope_inv_freq"};
+  const gllmk_tensor *const others[] = {a->out, a->a, a->b, a->bias, a->kv_slots,
+                                        a->rope_positions, a->rope_inv_freq};
+  for (int i = 0; i < 7; i++) {
     if (!others[i]) continue;
     CORE_TRY(no_overlap(c, "kv_k_cache", a->kv_k_cache, names[i], others[i], false));
     CORE_TRY(no_overlap(c, "kv_v_cache", a->kv_v_cache, names[i], others[i], false));

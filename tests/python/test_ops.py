@@ -242,6 +242,23 @@ def test_matmul_kv(cpu, rng):
     assert_close(v_cache, vv, "f32")
 
 
+def test_matmul_kv_refuses_overlaps(cpu, rng):
+    w, _ = rand(rng, (40, 40), "f32")
+    k_cache, _ = rand(rng, (3, 4, 2, 8), "f32")
+    v_cache, _ = rand(rng, (3, 4, 2, 8), "f32")
+    positions = np.zeros(2, np.int32)
+    cases = {"a": (k_cache.reshape(-1)[:80].reshape(2, 40), np.array([1, 2], np.int32)),
+             "kv_slots": (rand(rng, (2, 40), "f32")[0], v_cache.reshape(-1)[:2].view(np.int32))}
+    for name, (a, slots) in cases.items():
+        kv = {"k_cache": k_cache, "v_cache": v_cache, "slots": slots, "first": 8}
+        with pytest.raises(gllmk.InvalidArgumentError, match=name):
+            gllmk.matmul(a, w, kv=kv, context=cpu)
+    rope = {"positions": k_cache.reshape(-1)[:2].view(np.int32), "head_dim": 8, "columns": 24}
+    kv = {"k_cache": k_cache, "v_cache": v_cache, "slots": np.array([1, 2], np.int32), "first": 8}
+    with pytest.raises(gllmk.InvalidArgumentError, match="rope_positions"):
+        gllmk.matmul(rand(rng, (2, 40), "f32")[0], w, rope=rope, kv=kv, context=cpu)
+
+
 def test_matmul_gemv_f32(ctx, rng):
     a, av = rand(rng, (1, 300), "f32")
     w, wv = rand(rng, (129, 300), "f32")
