@@ -99,11 +99,15 @@ void ref_rope_columns(int64_t m, int64_t n, int64_t columns, int64_t head_dim, d
   free(turned);
 }
 
-void ref_glu_halves(int64_t m, int64_t n, const double *product, double *out) {
+void ref_glu_halves(int64_t m, int64_t n, const double *product, double *out, double *cond) {
   const int64_t half = n / 2;
   for (int64_t r = 0; r < m; r++)
-    for (int64_t j = 0; j < half; j++)
-      out[r * half + j] = ref_silu(product[r * n + j]) * product[r * n + half + j];
+    for (int64_t j = 0; j < half; j++) {
+      const double g = product[r * n + j], u = product[r * n + half + j];
+      const double sigmoid = 1.0 / (1.0 + exp(-g)), silu_slope = sigmoid * (1.0 + g * (1.0 - sigmoid));
+      out[r * half + j] = ref_silu(g) * u;
+      cond[r * half + j] = fabs(g * silu_slope * u) + fabs(ref_silu(g) * u);
+    }
 }
 
 void ref_llama3_inv_freq(double theta, int64_t rotary_dim, double factor, double low_freq_factor,

@@ -39,8 +39,12 @@ void ref_rope_columns(int64_t m, int64_t n, int64_t columns, int64_t head_dim, d
                       const int32_t *positions, double theta, const double *inv_freq,
                       int64_t rotary_dim);
 /* matmul's glu on a product ([m, n]): out[r, j] = silu(product[r, j]) *
- * product[r, j + n / 2], out [m, n / 2]. */
-void ref_glu_halves(int64_t m, int64_t n, const double *product, double *out);
+ * product[r, j + n / 2], out [m, n / 2]; and in cond, per element, what a
+ * relative change of both halves' values moves it by (|g silu'(g) u| +
+ * |silu(g) u|): a backend may round the product to out's dtype before it
+ * joins the halves (the cpu does), and silu amplifies that rounding where g
+ * is negative. */
+void ref_glu_halves(int64_t m, int64_t n, const double *product, double *out, double *cond);
 /* Llama 3.1's frequencies ("rope_type": "llama3") for [rotary_dim / 2] out:
  * theta's, divided by `factor` below the low-frequency wavelength
  * original_max_position / low_freq_factor, kept above the high-frequency

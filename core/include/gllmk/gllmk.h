@@ -460,7 +460,9 @@ typedef enum gllmk_matmul_glu {
   /* out[m, j] = silu(P[m, j]) * P[m, j + N / 2], P the product (alpha * a
    * op(b) (+ bias[N])) in F32, rounded once when stored: b's N rows (or
    * columns) are gate's then up's, as a fused gate/up projection holds them,
-   * and out is [M, N / 2]. gllmk_swiglu of P's two halves, without P. */
+   * and out is [M, N / 2]. gllmk_swiglu of P's two halves, without P (a
+   * backend may round P to out's dtype first, as those two calls would: the
+   * cpu does; silu amplifies that rounding where the gate is negative). */
   GLLMK_GLU_SWIGLU = 1,
 } gllmk_matmul_glu;
 
