@@ -48,11 +48,13 @@ static int64_t matrix_batch_stride(const gllmk_tensor *t) {
 }
 
 /* matmul_skinny for M <= 64 rows: blocks of GK_MATMUL_SKINNY_BN columns,
- * and while those are fewer than CUDA_SKINNY_BLOCKS_PER_SM per
- * multiprocessor, K split among that many blocks (at least 512 of K each),
- * so that every multiprocessor streams b. Fewer tiles than blocks wanted
- * means at most twice that many blocks in all, which the partial buffer
- * holds. */
+ * and while those are fewer than the CUDA_SKINNY_BLOCKS_PER_SM per
+ * multiprocessor that can run at once, K split among as many blocks as
+ * still fit in that one wave (at least 512 of K each), so that every
+ * multiprocessor streams b. One split more would start a second wave, in
+ * which a few blocks run alone as long as the whole first one took (q/k/v
+ * at 32 rows: 48 tiles, 6 splits were 288 blocks for 264 places). The
+ * partial buffer holds twice the blocks of a wave. */
 static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_params *p, int32_t dtype) {
   cuda_matmul_skinny_params sp;
   memset(&sp, 0, sizeof sp);
@@ -64,7 +66,7 @@ static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_pa
   int64_t splits = 1;
   if (tiles < wanted && tiles <= GK_ARRIVAL_COUNTERS) {
     const int64_t most = p->k / 512 > 1 ? p->k / 512 : 1;
-    splits = ceil_div(wanted, tiles) < most ? ceil_div(wanted, tiles) : most;
+    splits = wanted / tiles < most ? wanted / tiles : most;
   }
   sp.k_split = ceil_div(ceil_div(p->k, splits), GK_MATMUL_SKINNY_KSTEP) * GK_MATMUL_SKINNY_KSTEP;
   sp.splits = (int32_t)ceil_div(p->k, sp.k_split);
