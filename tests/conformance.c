@@ -711,6 +711,19 @@ static void matmul_case(gllmk_dtype dtype, const matmul_problem *p) {
   expect_close(what, dtype, out.numel, out.host, ref);
 }
 
+/* The slack (as expect_close_cond takes it) of a rope on a product's first
+ * `columns` columns ([m, n], GPT-J pairs): |x| + |y| of each turned pair,
+ * what a rounding of the product before the turn (the cpu's way) moves each
+ * output by, relative to that rounding. */
+static double *rope_pair_slack(int64_t m, int64_t n, int64_t columns, int64_t head_dim, int64_t rotary_dim,
+                               const double *product) {
+  double *slack = host_alloc((size_t)(m * n) * sizeof *slack);
+  for (int64_t r = 0; r < m; r++)
+    for (int64_t c = 0; c < columns; c++)
+      if (c % head_dim < rotary_dim) slack[r * n + c] = fabs(product[r * n + c]) + fabs(product[r * n + (c ^ 1)]);
+  return slack;
+}
+
 /* matmul with a rope on the output (ABI 2.5). */
 typedef struct matmul_rope_problem {
   int64_t m, n, k, head_dim, rope_dim, columns;
@@ -745,6 +758,7 @@ static void matmul_rope_case(gllmk_dtype dtype, const matmul_rope_problem *p) {
   ref_matmul(&(ref_matmul_problem){.batch = 1, .m = p->m, .n = p->n, .k = p->k,
                                    .b_layout = GLLMK_B_NK, .alpha = p->alpha},
              a_ref, b.host, p->bias ? bias.host : NULL, ref);
+  const double *slack = rope_pair_slack(p->m, p->n, p->columns, p->head_dim, p->rope_dim, ref);
   ref_rope_columns(p->m, p->n, p->columns, p->head_dim, ref, positions, theta,
                    p->freq != FREQ_THETA ? inv_freq.host : NULL, p->rope_dim);
   RUN_OP(gllmk_matmul(S.ctx, &(gllmk_matmul_args){
@@ -756,10 +770,11 @@ static void matmul_rope_case(gllmk_dtype dtype, const matmul_rope_problem *p) {
              .rope_inv_freq = p->freq != FREQ_THETA ? &inv_freq.t : NULL}),
          what);
   dev_download(&out);
-  expect_close(what, dtype, out.numel, out.host, ref);
+  expect_close_cond(what, dtype, out.numel, out.host, ref, slack);
 }
 
-/* cuda turns one row (M = 1) only; the other rows run on the cpu. */
+/* cuda turns one row (its GEMV) or, f16/bf16 with K % 8 == 0, up to 16
+ * (its skinny GEMM); other rows run on the cpu. */
 static void conf_matmul_rope(void) {
   const bool quick = S.quick;
   const matmul_rope_problem problems[] = {
@@ -775,6 +790,8 @@ static void conf_matmul_rope(void) {
       {1, 24, 40, 8, 8, 24, FREQ_RANDOM, 1.0f, false, false},
       {5, 64, 48, 16, 16, 64, FREQ_THETA, 1.0f, true, true},
       {33, 160, 72, 32, 24, 96, FREQ_LLAMA3, 1.0f, false, false},
+      /* A decode batch's q/k/v: K split among blocks (cuda's skinny GEMM). */
+      {16, 640, quick ? 1024 : 2048, 128, 128, 512, FREQ_LLAMA3, 1.0f, true, true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
@@ -819,7 +836,8 @@ static void matmul_glu_case(gllmk_dtype dtype, const matmul_glu_problem *p) {
   expect_close_cond(what, dtype, out.numel, out.host, ref, cond);
 }
 
-/* cuda joins one row (M = 1) with b as [N, K] only; the rest runs on the cpu. */
+/* cuda joins one row (its GEMV) or, aligned f16/bf16, up to 16 (its skinny GEMM) with b
+ * as [N, K]; the rest runs on the cpu. */
 static void conf_matmul_glu(void) {
   const bool quick = S.quick;
   const matmul_glu_problem problems[] = {
@@ -833,6 +851,10 @@ static void conf_matmul_glu(void) {
       {1, 64, 48, GLLMK_B_KN, 1.0f, true, false},
       {5, 96, 48, GLLMK_B_NK, 1.0f, true, true},
       {33, 160, 72, GLLMK_B_KN, 1.0f, false, false},
+      /* Decode batches' gate/up, K split (cuda's skinny GEMM): halves of 512
+       * columns, and of 101, which end inside a block's 64. */
+      {16, 1024, quick ? 1024 : 2048, GLLMK_B_NK, 1.0f, true, true},
+      {3, 202, 1024, GLLMK_B_NK, 0.5f, false, true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
@@ -888,7 +910,8 @@ static void conf_matmul(void) {
       {2, 0, 130, 520, 600, GLLMK_B_NK, true, 1.0f, 0.0f, false, false},
       {2, 0, 1050, 2100, 40, GLLMK_B_NK, true, 0.5f, 0.75f, true, false},
       {0, 0, 1536, 2816, 16, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
-      /* a_norm (cuda: one row with b as [N, K] only; the rest skipped there):
+      /* a_norm (cuda: b as [N, K], one row or, 16-bit and aligned, up to 16;
+       * the rest skipped there):
        * the generator's decode projections (beta 1 adds into the residual),
        * K not a multiple of 8, batches of single rows, b as [K, N], GEMV and
        * GEMM rows on the cpu. */
@@ -898,6 +921,9 @@ static void conf_matmul(void) {
       {0, 0, 1, 64, 100, GLLMK_B_KN, false, 1.0f, 0.0f, false, true},
       {0, 0, 5, 24, 40, GLLMK_B_NK, false, 1.0f, 0.75f, false, true},
       {2, 0, 17, 45, 300, GLLMK_B_NK, false, 1.0f, 0.0f, true, true},
+      /* A decode batch's projection into the residual: cuda's skinny GEMM,
+       * K split among blocks that each sum their part of a's squares. */
+      {0, 0, 16, 300, quick ? 1024 : 4096, GLLMK_B_NK, false, 1.0f, 1.0f, true, true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
@@ -1089,18 +1115,21 @@ typedef enum kv_slot_kind { SLOTS_VALID, SLOTS_PADDING, SLOTS_PAST_END } kv_slot
  * Hkv = 2, D = 64 with 8 more columns after v, optionally turned (rope on q
  * and k, as the generator's); the caches must then hold, at each row's
  * slot, exactly the k and v values out received, and nothing else changes. */
-static void matmul_kv_case(gllmk_dtype dtype, int64_t m, bool rope, kv_slot_kind kind) {
+static void matmul_kv_case(gllmk_dtype dtype, int64_t m, int64_t k, bool rope, kv_slot_kind kind) {
   static const char *const kinds[] = {"", " with a padding slot", " with a slot past the cache"};
-  const char *what = label("matmul %s kv M=%lld%s%s", dname(dtype), (long long)m,
+  const char *what = label("matmul %s kv M=%lld K=%lld%s%s", dname(dtype), (long long)m, (long long)k,
                            rope ? " rope" : "", kinds[kind]);
-  const int64_t hq = 4, d = 64, k = 96;
+  const int64_t hq = 4, d = 64;
   kv_cache c = kv_cache_new(dtype, 7, 16, 2, d, false);
   const int64_t slot_count = c.blocks * c.block_size, width = c.hkv * d, first = hq * d;
   const int64_t n = first + 2 * width + 8;
   int32_t *order = host_alloc((size_t)slot_count * sizeof *order);
   test_rng_permutation(&S.rng, order, slot_count);
-  int32_t *slots = host_alloc((size_t)m * sizeof *slots), positions[3] = {9000, 3, 77};
-  for (int64_t r = 0; r < m; r++) slots[r] = order[r];
+  int32_t *slots = host_alloc((size_t)m * sizeof *slots), *positions = host_alloc((size_t)m * sizeof *positions);
+  for (int64_t r = 0; r < m; r++) {
+    slots[r] = order[r];
+    positions[r] = (int32_t)((9000 + 4073 * r) % 9001);
+  }
   if (kind == SLOTS_PADDING) slots[m - 1] = -1;
   if (kind == SLOTS_PAST_END) slots[m - 1] = (int32_t)slot_count;
   dev a = dev_random(dtype, SHAPE(m, k), -1, 1);
@@ -1112,6 +1141,7 @@ static void matmul_kv_case(gllmk_dtype dtype, int64_t m, bool rope, kv_slot_kind
   ref_matmul(&(ref_matmul_problem){.batch = 1, .m = m, .n = n, .k = k, .b_layout = GLLMK_B_NK,
                                    .alpha = 1.0f},
              a.host, b.host, NULL, ref);
+  const double *slack = rope ? rope_pair_slack(m, n, first + width, d, d, ref) : NULL;
   if (rope) ref_rope_columns(m, n, first + width, d, ref, positions, 10000.0, NULL, d);
   double *k_expected = host_copy(c.k.host, c.k.numel);
   double *v_expected = host_copy(c.v.host, c.v.numel);
@@ -1128,7 +1158,7 @@ static void matmul_kv_case(gllmk_dtype dtype, int64_t m, bool rope, kv_slot_kind
     conf_fail("%s: synchronize returned %s (%s), expected %s", what, gllmk_status_string(sync),
               gllmk_last_error(), gllmk_status_string(expected));
   dev_download(&out);
-  expect_close(what, dtype, out.numel, out.host, ref);
+  expect_close_cond(what, dtype, out.numel, out.host, ref, slack);
   for (int64_t r = 0; r < m; r++) {
     if (slots[r] < 0 || slots[r] >= slot_count) continue;
     memcpy(k_expected + slots[r] * width, out.host + r * n + first, (size_t)width * sizeof(double));
@@ -1141,18 +1171,20 @@ static void matmul_kv_case(gllmk_dtype dtype, int64_t m, bool rope, kv_slot_kind
   expect_equal(label("%s: v_cache", what), c.v.numel, c.v.host, v_expected);
 }
 
-/* cuda copies k and v inside its one-row GEMV; three rows run on the cpu. */
+/* cuda copies k and v inside its one-row GEMV and its skinny GEMM (K split
+ * at 16 rows). */
 static void conf_kv_append(void) {
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     kv_append_case(float_dtypes[d], 2, false);
     kv_append_case(float_dtypes[d], 37, false);
     kv_append_case(float_dtypes[d], 37, true);
-    matmul_kv_case(float_dtypes[d], 1, true, SLOTS_VALID);
-    matmul_kv_case(float_dtypes[d], 1, false, SLOTS_VALID);
-    matmul_kv_case(float_dtypes[d], 1, true, SLOTS_PADDING);
-    matmul_kv_case(float_dtypes[d], 1, true, SLOTS_PAST_END);
-    matmul_kv_case(float_dtypes[d], 3, true, SLOTS_VALID);
-    matmul_kv_case(float_dtypes[d], 3, false, SLOTS_PAST_END);
+    matmul_kv_case(float_dtypes[d], 1, 96, true, SLOTS_VALID);
+    matmul_kv_case(float_dtypes[d], 1, 96, false, SLOTS_VALID);
+    matmul_kv_case(float_dtypes[d], 1, 96, true, SLOTS_PADDING);
+    matmul_kv_case(float_dtypes[d], 1, 96, true, SLOTS_PAST_END);
+    matmul_kv_case(float_dtypes[d], 3, 96, true, SLOTS_VALID);
+    matmul_kv_case(float_dtypes[d], 3, 96, false, SLOTS_PAST_END);
+    matmul_kv_case(float_dtypes[d], 16, 1536, true, SLOTS_PADDING);
   }
 }
 

@@ -765,8 +765,9 @@ static void views_matmul(void) {
       /* One a for every batch (batch stride 0). */
       {"a repeated over the batch", 3, 20, 24, 16, GLLMK_B_NK, true, 1.0f, 0.0f, true, D, D,
        D, D, true, false},
-      /* a_norm (cuda: single rows with b as [N, K] only): a row one element in and a
-       * column slice of b, single rows apart, then the GEMM's fused slices. */
+      /* a_norm (cuda: b as [N, K], one row, or up to 16 aligned ones): a row one
+       * element in and a column slice of b, single rows apart, then the GEMM's
+       * fused slices. */
       {"a_norm gemv slices", 0, 1, 256, 300, GLLMK_B_NK, false, 1.0f, 1.0f, true,
        cols_layout(2, 3, 1), cols_layout(2, 4, 2), cols_layout(2, 5, 3), shifted(1), false, true},
       {"a_norm single rows apart", 4, 1, 32, 64, GLLMK_B_NK, true, 1.0f, 0.0f, false,
@@ -782,6 +783,11 @@ static void views_matmul(void) {
        cols_layout(2, 8, 0), (layout){.pad = {[0] = 96}, .start = {[0] = 48}}, cols_layout(2, 16, 8), D,
        false, false},
       {"a_norm gemv, fused weight slices", 0, 1, 96, 5160, GLLMK_B_NK, false, 1.0f, 1.0f, true,
+       cols_layout(2, 8, 0), (layout){.pad = {[0] = 96}, .start = {[0] = 48}}, cols_layout(2, 16, 8), D,
+       false, true},
+      /* A decode batch's projection into a slice of the residual: cuda's skinny
+       * GEMM with K split in 4 (one block of columns), a padded rows. */
+      {"a_norm skinny, fused weight slices", 0, 16, 96, 2048, GLLMK_B_NK, false, 1.0f, 1.0f, true,
        cols_layout(2, 8, 0), (layout){.pad = {[0] = 96}, .start = {[0] = 48}}, cols_layout(2, 16, 8), D,
        false, true},
   };

@@ -153,14 +153,14 @@ static gllmk_status load_kernels(gllmk_plugin_device *dev) {
 }
 
 /* The zeroed arrival counters, and on sm_80+ matmul_skinny's partial tiles
- * (64 rows x GK_MATMUL_SKINNY_BN f32 at most). */
+ * (64 rows at most, GK_MATMUL_SKINNY_SLOT_FLOATS). */
 static gllmk_status create_split_buffers(gllmk_plugin_device *dev) {
   gllmk_status status = cuda_check(cu.cuMemAlloc(&dev->arrivals, GK_ARRIVAL_COUNTERS * 4), "cuMemAlloc (arrival counters)");
   if (status == GLLMK_OK)
     status = cuda_check(cu.cuMemsetD8Async(dev->arrivals, 0, GK_ARRIVAL_COUNTERS * 4, dev->stream), "cuMemsetD8Async");
   if (status != GLLMK_OK || dev->sm < 80) return status;
   const size_t tiles = 2u * CUDA_SKINNY_BLOCKS_PER_SM * (size_t)dev->multiprocessors;
-  return cuda_check(cu.cuMemAlloc(&dev->skinny_partial, tiles * GK_MATMUL_SKINNY_BN * 64 * 4),
+  return cuda_check(cu.cuMemAlloc(&dev->skinny_partial, tiles * GK_MATMUL_SKINNY_SLOT_FLOATS(64) * 4),
                     "cuMemAlloc (matmul partial tiles)");
 }
 

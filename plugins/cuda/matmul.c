@@ -27,6 +27,8 @@ _Static_assert(CUDA_F16_BF16_PAIRS(matmul_mma, nk, kn), "kernels.def: matmul_mma
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_wgmma, n128, n256), "kernels.def: matmul_wgmma_{f16,bf16}_n{128,256} order");
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_skinny, m1, m2) && CUDA_F16_BF16_PAIRS(matmul_skinny, m2, m4),
                "kernels.def: matmul_skinny_{f16,bf16}_m{1,2,4} order");
+_Static_assert(CK_matmul_skinny_fused_bf16_m1 == CK_matmul_skinny_fused_f16_m1 + 1,
+               "kernels.def: matmul_skinny_fused_{f16,bf16}_m1 order");
 
 /* A TMA descriptor of a 16-bit K-major operand seen as (K, rows, batch),
  * read in boxes of `box_rows` rows x 64 columns with the 128-byte swizzle. */
@@ -61,7 +63,8 @@ static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_pa
   sp.p = *p;
   sp.partial = dev->skinny_partial;
   sp.counters = dev->arrivals;
-  const int64_t tiles = ceil_div(p->n, GK_MATMUL_SKINNY_BN);
+  /* with glu a block takes BN / 2 gate columns and their up columns */
+  const int64_t tiles = p->glu ? ceil_div(p->n / 2, GK_MATMUL_SKINNY_BN / 2) : ceil_div(p->n, GK_MATMUL_SKINNY_BN);
   const int64_t wanted = (int64_t)CUDA_SKINNY_BLOCKS_PER_SM * dev->multiprocessors;
   int64_t splits = 1;
   if (tiles < wanted && tiles <= GK_ARRIVAL_COUNTERS) {
@@ -71,8 +74,10 @@ static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_pa
   sp.k_split = ceil_div(ceil_div(p->k, splits), GK_MATMUL_SKINNY_KSTEP) * GK_MATMUL_SKINNY_KSTEP;
   sp.splits = (int32_t)ceil_div(p->k, sp.k_split);
   const int rows = p->m <= 16 ? 0 : p->m <= 32 ? 1 : 2; /* 16, 32 or 64 rows */
-  return cuda_launch(dev, CK_matmul_skinny_f16_m1 + (dtype == GLLMK_BF16) + 2 * rows, (uint32_t)tiles,
-                     (uint32_t)sp.splits, 1, GK_MATMUL_SKINNY_THREADS, 0, &sp);
+  const int fused = p->a_rms || p->rope_dim || p->glu || p->kv_k_cache;
+  const int first = fused ? CK_matmul_skinny_fused_f16_m1 : CK_matmul_skinny_f16_m1; /* fused: rows 0 */
+  return cuda_launch(dev, first + (dtype == GLLMK_BF16) + 2 * rows, (uint32_t)tiles, (uint32_t)sp.splits, 1,
+                     GK_MATMUL_SKINNY_THREADS, 0, &sp);
 }
 
 /* The call as kernel parameters: operands, sizes and strides, batches
@@ -166,10 +171,18 @@ static gllmk_status launch_simt(gllmk_plugin_device *dev, cuda_matmul_params *p,
 
 static int runs_gemv(const cuda_matmul_params *p) { return p->m == 1 && p->batch <= MAX_GRID_YZ; }
 
-/* Only gemv_nk normalizes a's rows (a_norm), turns its output (rope),
- * copies k and v into caches (kv_k_cache) and joins its halves (glu): one
- * row of a, b as [N, K]. */
-static int runs_gemv_nk(const cuda_matmul_params *p) { return runs_gemv(p) && !p->b_kn; }
+static int runs_skinny(const gllmk_plugin_device *dev, const cuda_matmul_params *p, int32_t dtype) {
+  return dtype != GLLMK_F32 && dev->skinny_partial && !p->b_kn && p->vec && p->m <= 64 && p->batch == 1 &&
+         ceil_div(p->n, GK_MATMUL_SKINNY_BN) <= MAX_GRID_X;
+}
+
+/* Only gemv_nk (one row of a) and matmul_skinny_fused (up to 16, f16 and
+ * bf16, sm_80+; kernels/matmul.cu says why not more) normalize a's rows
+ * (a_norm), turn their output (rope), copy k and v into caches (kv_k_cache)
+ * and join their halves (glu), with b as [N, K]. */
+static int runs_fusions(const gllmk_plugin_device *dev, const cuda_matmul_params *p, int32_t dtype) {
+  return (runs_gemv(p) && !p->b_kn) || (p->m > 1 && p->m <= 16 && runs_skinny(dev, p, dtype));
+}
 
 /* gemv_nk's warps: one an output; gemv_nk_pairs' (a rope, kv or glu): one
  * two adjacent outputs, or with glu a gate column and its up column
@@ -183,7 +196,8 @@ static int64_t gemv_nk_warps(const cuda_matmul_params *p) {
 
 static gllmk_status refuse_fusion(void) {
   return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the cuda backend applies a_norm, rope, kv and glu "
-                                                "to one row of a (M = 1) with b as [N, K] only");
+                                                "with b as [N, K] only: to one row of a (M = 1), or, f16 and bf16 "
+                                                "with 16-byte aligned rows on sm_80 or newer, to up to 16");
 }
 
 /* The wgmma kernel's tile width for a problem: 128 columns where their
@@ -203,7 +217,7 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
   const int32_t dtype = args->out->dtype;
   cuda_matmul_params p;
   describe_matmul(args, &p);
-  if ((p.a_rms || p.rope_dim || p.glu || p.kv_k_cache) && !runs_gemv_nk(&p)) return refuse_fusion();
+  if ((p.a_rms || p.rope_dim || p.glu || p.kv_k_cache) && !runs_fusions(dev, &p, dtype)) return refuse_fusion();
   p.error_flag = dev->error_device;
   const int v = variant(dtype);
   if (runs_gemv(&p)) {
@@ -214,9 +228,7 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
                        clamp_u32(ceil_div(gemv_nk_warps(&p), GK_GEMV_NK_OUTPUTS), MAX_GRID_X), (uint32_t)p.batch, 1,
                        GK_GEMV_NK_OUTPUTS * 32, 0, &p);
   }
-  if (dtype != GLLMK_F32 && dev->skinny_partial && !p.b_kn && p.vec && p.m <= 64 && p.batch == 1 &&
-      ceil_div(p.n, GK_MATMUL_SKINNY_BN) <= MAX_GRID_X)
-    return launch_skinny(dev, &p, dtype);
+  if (runs_skinny(dev, &p, dtype)) return launch_skinny(dev, &p, dtype);
   if (dtype != GLLMK_F32 && dev->wgmma && !p.b_kn && p.vec && p.m >= 64 && p.batch <= MAX_GRID_YZ &&
       p.lda > 0 && p.ldb > 0 && p.a_batch_stride > 0) {
     const int bn = wgmma_tile_n(dev, &p);
@@ -243,10 +255,9 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
 CUDA_OP_ENTRY(matmul)
 
 gllmk_status cuda_matmul_supports(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
-  (void)dev;
   if (args->a_norm == GLLMK_A_NORM_NONE && args->rope_dim == 0 && args->glu == GLLMK_GLU_NONE && !args->kv_k_cache)
     return GLLMK_OK;
   cuda_matmul_params p;
   describe_matmul(args, &p);
-  return runs_gemv_nk(&p) ? GLLMK_OK : refuse_fusion();
+  return runs_fusions(dev, &p, args->out->dtype) ? GLLMK_OK : refuse_fusion();
 }

@@ -105,13 +105,13 @@ typedef struct cuda_matmul_params {
   int32_t b_kn; /* 1: b is [K, N]; 0: b is [N, K] */
   int32_t has_bias;
   int32_t vec; /* K (NK) or N (KN) % 8 == 0 and rows 16-byte aligned */
-  int32_t a_rms; /* a_norm: a's row divided by its RMS (gemv_nk only) */
+  int32_t a_rms; /* a_norm: a's row divided by its RMS (gemv_nk, matmul_skinny) */
   float a_rms_eps;
   int32_t vec4; /* K (and N for [K, N]) % 4 == 0, a and b rows 4-element aligned */
   /* rope on the output (gemv_nk only): GPT-J pairs of the first
    * rope_columns columns, in heads of rope_head_dim; rope_dim 0 = none. */
   int32_t rope_dim, rope_head_dim, rope_columns;
-  int32_t glu; /* silu(gate) * up of the product's halves (gemv_nk only); n is the product's */
+  int32_t glu; /* silu(gate) * up of the product's halves (gemv_nk, matmul_skinny); n is the product's */
   double rope_log2_ratio; /* pair j's frequency theta^(-2j / rope_dim) = 2^(-j * this) */
   uint64_t rope_positions, rope_inv_freq; /* I32 [1]; F32 [rope_dim / 2] or 0 */
   /* k and v into paged caches too (gemv_nk only): columns [kv_first,
@@ -244,6 +244,9 @@ typedef struct cuda_sample_params {
 #define GK_MATMUL_SKINNY_BN 128     /* columns per block */
 #define GK_MATMUL_SKINNY_THREADS 256 /* eight warps of 16 columns */
 #define GK_MATMUL_SKINNY_KSTEP 128   /* K per pass of the main loop */
+/* A split's partial: its tile of bm x BN f32 sums, then the bm rows' sums
+ * of a's squares (a_rms). */
+#define GK_MATMUL_SKINNY_SLOT_FLOATS(bm) ((bm) * (GK_MATMUL_SKINNY_BN + 1))
 #define GK_GEMV_NK_OUTPUTS 8   /* warps per block (an output each, or a pair) */
 #define GK_GEMV_KN_OUTPUTS 64
 #define GK_ARRIVAL_COUNTERS 4096 /* tiles or rows that can be split at once */

@@ -6,7 +6,8 @@
  *    its output by a rope (the API's rope_dim), copies k and v into paged
  *    caches (kv_k_cache) or joins its halves (glu).
  *  - matmul_skinny: f16/bf16, M <= 64 (decode batches), b as [N, K]:
- *    also bound by reading b once; split over K when N is small.
+ *    also bound by reading b once; split over K when N is small; up to 16
+ *    rows also applies a_norm, rope, kv_k_cache and glu as gemv_nk does.
  *  - matmul_wgmma: f16/bf16 with b as [N, K] on Hopper (sm_90a): warpgroup
  *    MMA from 128-byte-swizzled shared memory fed by TMA, warp-specialized.
  *  - matmul_mma: f16/bf16 on tensor cores (sm_80+), cp.async multi-stage
@@ -19,30 +20,47 @@
 #include "mma.cuh"
 #include "wgmma.cuh"
 
+/* alpha * acc + beta * old + bias[col]: the epilogue of output col, whose
+ * old value (used only with beta) is given... */
+template <class T>
+__device__ __forceinline__ float epilogue_of(const cuda_matmul_params &p, float old, const T *bias, int64_t col,
+                                             float acc) {
+  float v = p.alpha * acc;
+  if (p.beta != 0.0f) v = fmaf(p.beta, old, v);
+  if (bias) v += to_f32(bias[col]);
+  return v;
+}
+
+/* ... or read from *old. */
 template <class T>
 __device__ __forceinline__ float epilogue(const cuda_matmul_params &p, const T *old, const T *bias, int64_t col,
                                           float acc) {
-  float v = p.alpha * acc;
-  if (p.beta != 0.0f) v = fmaf(p.beta, to_f32(*old), v);
-  if (bias) v += to_f32(bias[col]);
-  return v;
+  return epilogue_of(p, p.beta != 0.0f ? to_f32(*old) : 0.0f, bias, col, acc);
 }
 
 template <class T> __device__ __forceinline__ const T *bias_of(const cuda_matmul_params &p) {
   return p.has_bias ? ptr_at<const T>(p.bias, 0) : nullptr;
 }
 
-/* Outputs n and n + 1 of one row (o points at n) through the epilogue: one
- * 4-byte store where both exist and o is aligned for it. */
+/* Outputs n and n + 1 of one row (o points at n), those that exist: one
+ * 4-byte store where both do and o is aligned for it. */
+template <class T>
+__device__ __forceinline__ void store_pair_values(const cuda_matmul_params &p, T *o, int64_t n, float v0, float v1) {
+  if (n + 1 < p.n && ((uintptr_t)o & 3) == 0) {
+    *reinterpret_cast<uint32_t *>(o) = pack2(o, v0, v1);
+  } else {
+    if (n < p.n) store1(o, v0);
+    if (n + 1 < p.n) store1(o + 1, v1);
+  }
+}
+
+/* The same through the epilogue. */
 template <class T>
 __device__ __forceinline__ void store_pair(const cuda_matmul_params &p, T *o, const T *bias, int64_t n, float v0,
                                            float v1) {
-  if (n + 1 < p.n && ((uintptr_t)o & 3) == 0) {
-    *reinterpret_cast<uint32_t *>(o) = pack2(o, epilogue(p, o, bias, n, v0), epilogue(p, o + 1, bias, n + 1, v1));
-  } else {
-    if (n < p.n) store1(o, epilogue(p, o, bias, n, v0));
-    if (n + 1 < p.n) store1(o + 1, epilogue(p, o + 1, bias, n + 1, v1));
-  }
+  const float e0 = n < p.n ? epilogue(p, o, bias, n, v0) : 0.0f;
+  const float e1 = n + 1 < p.n ? epilogue(p, o + 1, bias, n + 1, v1) : 0.0f;
+  store_pair_values(p, o, n, e0, e1);
 }
 
 /* ------------------------------------------------------------------- GEMV */
@@ -131,16 +149,26 @@ struct rope_turn {
   float cosine, sine;
 };
 
+/* The pair j (columns 2j, 2j + 1 of a head) output n takes part in, or -1
+ * where n is not turned. */
+__device__ __forceinline__ int32_t rope_pair_of(const cuda_matmul_params &p, int64_t n) {
+  if (!p.rope_dim || n >= p.rope_columns) return -1;
+  const int32_t c = (int32_t)n % p.rope_head_dim; /* 32 bits: a 64-bit % is a long call */
+  return c < p.rope_dim ? c / 2 : -1;
+}
+
+__device__ __forceinline__ double rope_frequency(const cuda_matmul_params &p, int32_t j) {
+  return p.rope_inv_freq ? (double)reinterpret_cast<const float *>(p.rope_inv_freq)[j]
+                         : exp2(-(double)j * p.rope_log2_ratio);
+}
+
 __device__ __forceinline__ rope_turn rope_turn_of(const cuda_matmul_params &p, int64_t z, int64_t n) {
   rope_turn t = {false, 0, 0.0, 1.0f, 0.0f};
-  if (!p.rope_dim || n >= p.rope_columns) return t;
-  const int32_t c = (int32_t)n % p.rope_head_dim; /* 32 bits: a 64-bit % is a long call */
-  if (c >= p.rope_dim) return t;
-  const int32_t j = c / 2;
+  const int32_t j = rope_pair_of(p, n);
+  if (j < 0) return t;
   t.turned = true;
   t.position = reinterpret_cast<const int32_t *>(p.rope_positions)[z];
-  t.frequency = p.rope_inv_freq ? (double)reinterpret_cast<const float *>(p.rope_inv_freq)[j]
-                                : exp2(-(double)j * p.rope_log2_ratio);
+  t.frequency = rope_frequency(p, j);
   return t;
 }
 
@@ -650,6 +678,118 @@ GK_MMA_KERNEL(bf16, bf16, kn, true)
 
 /* ------------------------------------------------- skinny GEMM (M <= 64) */
 
+/* What matmul_skinny's fused epilogue needs of global memory, loaded
+ * before the K loop so that its latency hides there (loaded in the
+ * epilogue, one after another behind the stores, they made a decode
+ * batch's q/k/v 12 us slower): each row's position and slot, each column
+ * pair's rope frequency (-1: not turned), and the rows' sums of a's
+ * squares. */
+struct skinny_fusion_data {
+  int32_t position[64], slot[64];
+  double frequency[GK_MATMUL_SKINNY_BN / 2];
+  float squares[64];
+};
+
+template <int BM>
+__device__ __forceinline__ void load_skinny_fusion_data(const cuda_matmul_params &p, int64_t tile,
+                                                        skinny_fusion_data &d) {
+  const int q = threadIdx.x;
+  if (q < BM && q < p.m) {
+    d.position[q] = p.rope_dim ? reinterpret_cast<const int32_t *>(p.rope_positions)[q] : 0;
+    d.slot[q] = p.kv_k_cache ? reinterpret_cast<const int32_t *>(p.kv_slots)[q] : -1;
+  }
+  if (q < GK_MATMUL_SKINNY_BN / 2) {
+    const int32_t j = p.glu ? -1 : rope_pair_of(p, tile * GK_MATMUL_SKINNY_BN + 2 * q);
+    d.frequency[q] = j < 0 ? -1.0 : rope_frequency(p, j);
+  }
+}
+
+/* a_rms: lane's share of the sum of squares of a stage of a (BM rows of
+ * KSTEP, CHUNKS 16-byte chunks each): MT chunks of one row, warp w taking
+ * rows 2 MT w .. 2 MT w + 2 MT - 1, so that each row is one warp's. */
+template <class T, int MT, int CHUNKS, class ChunkAt>
+__device__ __forceinline__ void add_stage_squares(const uint4 *stage, ChunkAt chunk_at, int warp, int lane,
+                                                  float &squares) {
+  static_assert(CHUNKS == 16, "16 lanes' chunks a row");
+  const int first = warp * 32 * MT + lane * MT; /* of the stage's chunks, row-major */
+#pragma unroll
+  for (int e = 0; e < MT; e++) {
+    float x[8];
+    unpack16((T *)nullptr, stage[chunk_at((first + e) / CHUNKS, (first + e) % CHUNKS)], x);
+#pragma unroll
+    for (int i = 0; i < 8; i++) squares = fmaf(x[i], x[i], squares);
+  }
+}
+
+/* The rows' sums into d.squares: the 16 / MT lanes of a row add theirs. */
+template <int MT>
+__device__ __forceinline__ void store_row_squares(float squares, int warp, int lane, skinny_fusion_data &d) {
+  constexpr int LANES = 16 / MT;
+#pragma unroll
+  for (int o = 1; o < LANES; o <<= 1) squares += __shfl_xor_sync(0xffffffffu, squares, o);
+  if (lane % LANES == 0) d.squares[warp * 2 * MT + lane / LANES] = squares;
+}
+
+/* matmul_skinny's outputs from the accumulators (K summed): scaled by the
+ * rows' RMS (a_rms), the epilogue, then glu's join, a rope's turn of each
+ * pair and kv's copies into the caches, as gemv_nk_rows does. */
+template <class T, int MT>
+__device__ __forceinline__ void skinny_store(const cuda_matmul_params &p, float (&acc)[MT][2][4],
+                                             const skinny_fusion_data &d, int64_t tile, int warp, int g, int t) {
+  constexpr int BN = GK_MATMUL_SKINNY_BN;
+  T *out = ptr_at<T>(p.out, 0);
+  const T *bias = bias_of<T>(p);
+#pragma unroll
+  for (int i = 0; i < MT; i++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int r = 16 * i + 8 * h + g;
+      if (r >= p.m) continue;
+      const float scale = p.a_rms ? rsqrtf(d.squares[r] / (float)p.k + p.a_rms_eps) : 1.0f;
+      T *row = out + r * p.ldo;
+      if (p.glu) {
+        const int64_t half = p.n / 2, col = tile * (BN / 2) + 8 * warp + 2 * t;
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          if (col + e >= half) continue;
+          const float gate = epilogue(p, row, bias, col + e, scale * acc[i][0][2 * h + e]);
+          const float up = epilogue(p, row, bias, col + e + half, scale * acc[i][1][2 * h + e]);
+          store1(row + col + e, silu(gate) * up);
+        }
+        continue;
+      }
+#pragma unroll
+      for (int j = 0; j < 2; j++) {
+        const int64_t col = tile * BN + 16 * warp + 8 * j + 2 * t;
+        float v[2] = {scale * acc[i][j][2 * h], scale * acc[i][j][2 * h + 1]};
+        if (!p.rope_dim && !p.kv_k_cache) {
+          store_pair(p, row + col, bias, col, v[0], v[1]);
+          continue;
+        }
+        const int64_t n[2] = {col, col + 1};
+        const double frequency = d.frequency[8 * warp + 4 * j + t];
+        rope_turn turn = {frequency >= 0.0, d.position[r], frequency, 1.0f, 0.0f};
+        const int32_t slot = d.slot[r];
+        turn_angle(turn);
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+          if (n[e] < p.n) v[e] = epilogue(p, row + n[e], bias, n[e], v[e]);
+        if (turn.turned) {
+          const float first = v[0];
+          v[0] = first * turn.cosine - v[1] * turn.sine;
+          v[1] = v[1] * turn.cosine + first * turn.sine;
+        }
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+          if (n[e] >= p.n) continue;
+          store1(row + n[e], v[e]);
+          T *cache = kv_destination<T>(p, slot, n[e]);
+          if (cache) store1(cache, v[e]);
+        }
+      }
+    }
+}
+
 /* Few rows of a (decode batches) against b as [N, K]: the time is reading
  * b once, so b goes from memory straight into mma.sync registers. Each of
  * the 8 warps owns 16 columns (two n8 tiles) and all BM = 16 MT rows; a's
@@ -662,8 +802,16 @@ GK_MMA_KERNEL(bf16, bf16, kn, true)
  * is another order of k than memory's, the same for a and for b, so every
  * product is still the dot product of a row and a column. In shared memory
  * the odd rows' 16-byte chunks are XORed with 4, so that the eight lanes of
- * a quarter warp (two rows, four chunks) read eight different bank groups. */
-template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_skinny_params &P) {
+ * a quarter warp (two rows, four chunks) read eight different bank groups.
+ *
+ * The fusions of gemv_nk, for decode batches (the kernels _fused): with
+ * a_rms each warp squares its 2 MT rows of each stage of a, split blocks
+ * leave their rows' sums next to their partial tile, and the outputs are
+ * scaled once K is summed. With glu a warp's two n8 tiles are 8 gate
+ * columns and their 8 up columns, so that a lane holds each gate and up
+ * pair (a block: 64 of act's columns); a rope's pairs (2i, 2i + 1) and
+ * kv's columns need nothing of the layout. */
+template <class T, int MT, bool FUSED> __device__ void matmul_skinny_impl(const cuda_matmul_skinny_params &P) {
 #if __CUDA_ARCH__ >= 800
   constexpr int BM = 16 * MT, BN = GK_MATMUL_SKINNY_BN, STEPS = GK_MATMUL_SKINNY_KSTEP / 32;
   constexpr int CHUNKS = GK_MATMUL_SKINNY_KSTEP / 8; /* 16-byte chunks of a row of a stage */
@@ -671,13 +819,15 @@ template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_
   const cuda_matmul_params &p = P.p;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t tile = blockIdx.x, split = blockIdx.y;
-  const int64_t n_warp = tile * BN + 16 * warp;
+  const int64_t half = p.n / 2; /* glu: the up columns' offset */
+  const bool glu = FUSED && p.glu, a_rms = FUSED && p.a_rms;
+  const int64_t n_warp = glu ? tile * (BN / 2) + 8 * warp : tile * BN + 16 * warp;
   const int64_t k_begin = split * P.k_split, k_end = min(p.k, k_begin + P.k_split);
   const T *a = ptr_at<const T>(p.a, 0), *b_row[2];
 #pragma unroll
   for (int j = 0; j < 2; j++) {
-    const int64_t n = n_warp + 8 * j + g;
-    b_row[j] = n < p.n ? ptr_at<const T>(p.b, n * p.ldb) : nullptr;
+    const int64_t n = glu ? n_warp + g + j * half : n_warp + 8 * j + g;
+    b_row[j] = (glu ? n_warp + g < half : n < p.n) ? ptr_at<const T>(p.b, n * p.ldb) : nullptr;
   }
   auto chunk_at = [](int r, int c) { return r * CHUNKS + (c ^ ((r & 1) << 2)); };
   auto load_a = [&](int stage, int64_t k0) {
@@ -695,6 +845,9 @@ template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_
     for (int j = 0; j < 2; j++)
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+  float squares = 0.0f; /* a_rms: see add_stage_squares */
+  __shared__ skinny_fusion_data fusion;
+  if (FUSED) load_skinny_fusion_data<BM>(p, tile, fusion);
 
   const uint4 zero = make_uint4(0, 0, 0, 0);
   load_a(0, k_begin);
@@ -712,6 +865,9 @@ template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads(); /* this stage of a has landed */
+    /* while b's loads are on their way: anything between the barriers
+     * delays the next pass's loads (there, gate/up took 10% longer) */
+    if (a_rms) add_stage_squares<T, MT, CHUNKS>(a_stage[stage], chunk_at, warp, lane, squares);
 #pragma unroll
     for (int u = 0; u < STEPS; u++) {
       uint4 av[MT][2];
@@ -732,6 +888,7 @@ template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_
     }
     __syncthreads(); /* everyone is done with this stage before it refills */
   }
+  if (a_rms) store_row_squares<MT>(squares, warp, lane, fusion);
 
   /* f(accumulator pair, row in the tile, column in the block's BN) for each
    * pair of adjacent outputs the lane holds. */
@@ -743,42 +900,78 @@ template <class T, int MT> __device__ void matmul_skinny_impl(const cuda_matmul_
 #pragma unroll
         for (int h = 0; h < 2; h++) f(&acc[i][j][2 * h], 16 * i + 8 * h + g, 16 * warp + 8 * j + 2 * t);
   };
+  if (FUSED) __syncthreads(); /* fusion's loads and the rows' squares are in */
   if (P.splits > 1) { /* hand the tile to the last split to finish */
     float *partial = ptr_at<float>(P.partial, 0);
-    const int64_t slot = (tile * P.splits + split) * BM * BN;
+    const int64_t slot = (tile * P.splits + split) * GK_MATMUL_SKINNY_SLOT_FLOATS(BM);
     each_pair([&](float *v, int r, int c) {
       *reinterpret_cast<float2 *>(partial + slot + r * BN + c) = make_float2(v[0], v[1]);
     });
+    if (a_rms && threadIdx.x < BM) partial[slot + BM * BN + threadIdx.x] = fusion.squares[threadIdx.x];
     if (!last_to_arrive(P.counters, tile, P.splits)) return;
     each_pair([&](float *v, int, int) { v[0] = v[1] = 0.0f; });
+    float row_sum = 0.0f; /* a_rms: thread r < BM's row */
     for (int64_t s = 0; s < P.splits; s++) { /* in split order: the same sum every run */
-      const int64_t from = (tile * P.splits + s) * BM * BN;
+      const int64_t from = (tile * P.splits + s) * GK_MATMUL_SKINNY_SLOT_FLOATS(BM);
       each_pair([&](float *v, int r, int c) {
         const float2 part = __ldcg(reinterpret_cast<const float2 *>(partial + from + r * BN + c));
         v[0] += part.x;
         v[1] += part.y;
       });
+      if (a_rms && threadIdx.x < BM) row_sum += __ldcg(partial + from + BM * BN + threadIdx.x);
+    }
+    if (a_rms) { /* each thread r < BM replaces only the block sum it read itself */
+      if (threadIdx.x < BM) fusion.squares[threadIdx.x] = row_sum;
+      __syncthreads();
     }
   }
-  T *out = ptr_at<T>(p.out, 0);
-  const T *bias = bias_of<T>(p);
-  each_pair([&](float *v, int r, int c) {
-    if (r < p.m) store_pair(p, out + r * p.ldo + tile * BN + c, bias, tile * BN + c, v[0], v[1]);
-  });
+  if constexpr (FUSED) {
+    skinny_store<T, MT>(p, acc, fusion, tile, warp, g, t);
+  } else {
+    T *out = ptr_at<T>(p.out, 0);
+    const T *bias = bias_of<T>(p);
+    /* beta's old outputs, all asked for before any store: the compiler may
+     * not move a load of out past a store to it, so read in the stores'
+     * loop they came one memory latency after another at the block's end
+     * (o and down adding into the residual: 3 us a call at 32 rows) */
+    float old[MT][2][4] = {};
+    if (p.beta != 0.0f)
+      each_pair([&](float *v, int r, int c) {
+        float *o = &old[0][0][0] + (v - &acc[0][0][0]);
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+          if (r < p.m && tile * BN + c + e < p.n) o[e] = to_f32(out[r * p.ldo + tile * BN + c + e]);
+      });
+    each_pair([&](float *v, int r, int c) {
+      const int64_t n = tile * BN + c;
+      const float *o = &old[0][0][0] + (v - &acc[0][0][0]);
+      if (r < p.m && n < p.n)
+        store_pair_values(p, out + r * p.ldo + n, n, epilogue_of(p, o[0], bias, n, v[0]),
+                          n + 1 < p.n ? epilogue_of(p, o[1], bias, n + 1, v[1]) : 0.0f);
+    });
+  }
 #endif
 }
 
 /* gk_matmul_skinny_<dtype>_m<BM>: kernels.def lists them f16, bf16 for
- * 16, 32 and 64 rows. */
+ * 16, 32 and 64 rows. The fused ones (a_norm, rope, kv, glu) are kernels
+ * of their own, so that the plain one's loop and registers stay as they
+ * were, and only for 16 rows: at 32 and 64 a decode step ran 1.5% and 8.7%
+ * slower with them than with the plain kernel and the separate calls (H200,
+ * docs/performance.md), at 8 and 16 rows 4.4% and 3.5% faster. */
 #define GK_SKINNY_KERNEL(dname, T, MT)                                                                 \
   GK_ENTRY(__launch_bounds__(GK_MATMUL_SKINNY_THREADS, 2), gk_matmul_skinny_##dname##_m##MT,             \
-           cuda_matmul_skinny_params, matmul_skinny_impl<T, MT>(p))
+           cuda_matmul_skinny_params, matmul_skinny_impl<T, MT, false>(p))
 GK_SKINNY_KERNEL(f16, f16, 1)
 GK_SKINNY_KERNEL(bf16, bf16, 1)
 GK_SKINNY_KERNEL(f16, f16, 2)
 GK_SKINNY_KERNEL(bf16, bf16, 2)
 GK_SKINNY_KERNEL(f16, f16, 4)
 GK_SKINNY_KERNEL(bf16, bf16, 4)
+GK_ENTRY(__launch_bounds__(GK_MATMUL_SKINNY_THREADS, 2), gk_matmul_skinny_fused_f16_m1, cuda_matmul_skinny_params,
+         matmul_skinny_impl<f16, 1, true>(p))
+GK_ENTRY(__launch_bounds__(GK_MATMUL_SKINNY_THREADS, 2), gk_matmul_skinny_fused_bf16_m1, cuda_matmul_skinny_params,
+         matmul_skinny_impl<bf16, 1, true>(p))
 
 /* ------------------------------------------------------ Hopper wgmma GEMM */
 
