@@ -49,6 +49,9 @@ static int64_t matrix_batch_stride(const gllmk_tensor *t) {
   return 0;
 }
 
+/* Whether the call asks for a_norm, rope, kv or glu. */
+static int fuses(const cuda_matmul_params *p) { return p->a_rms || p->rope_dim || p->glu || p->kv_k_cache; }
+
 /* matmul_skinny for M <= 64 rows: blocks of GK_MATMUL_SKINNY_BN columns,
  * and while those are fewer than the CUDA_SKINNY_BLOCKS_PER_SM per
  * multiprocessor that can run at once, K split among as many blocks as
@@ -74,8 +77,7 @@ static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_pa
   sp.k_split = ceil_div(ceil_div(p->k, splits), GK_MATMUL_SKINNY_KSTEP) * GK_MATMUL_SKINNY_KSTEP;
   sp.splits = (int32_t)ceil_div(p->k, sp.k_split);
   const int rows = p->m <= 16 ? 0 : p->m <= 32 ? 1 : 2; /* 16, 32 or 64 rows */
-  const int fused = p->a_rms || p->rope_dim || p->glu || p->kv_k_cache;
-  const int first = fused ? CK_matmul_skinny_fused_f16_m1 : CK_matmul_skinny_f16_m1; /* fused: rows 0 */
+  const int first = fuses(p) ? CK_matmul_skinny_fused_f16_m1 : CK_matmul_skinny_f16_m1; /* fused: rows 0 */
   return cuda_launch(dev, first + (dtype == GLLMK_BF16) + 2 * rows, (uint32_t)tiles, (uint32_t)sp.splits, 1,
                      GK_MATMUL_SKINNY_THREADS, 0, &sp);
 }
@@ -217,7 +219,7 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
   const int32_t dtype = args->out->dtype;
   cuda_matmul_params p;
   describe_matmul(args, &p);
-  if ((p.a_rms || p.rope_dim || p.glu || p.kv_k_cache) && !runs_fusions(dev, &p, dtype)) return refuse_fusion();
+  if (fuses(&p) && !runs_fusions(dev, &p, dtype)) return refuse_fusion();
   p.error_flag = dev->error_device;
   const int v = variant(dtype);
   if (runs_gemv(&p)) {
@@ -255,9 +257,7 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
 CUDA_OP_ENTRY(matmul)
 
 gllmk_status cuda_matmul_supports(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
-  if (args->a_norm == GLLMK_A_NORM_NONE && args->rope_dim == 0 && args->glu == GLLMK_GLU_NONE && !args->kv_k_cache)
-    return GLLMK_OK;
   cuda_matmul_params p;
   describe_matmul(args, &p);
-  return runs_fusions(dev, &p, args->out->dtype) ? GLLMK_OK : refuse_fusion();
+  return !fuses(&p) || runs_fusions(dev, &p, args->out->dtype) ? GLLMK_OK : refuse_fusion();
 }
