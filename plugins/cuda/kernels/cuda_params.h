@@ -105,16 +105,16 @@ typedef struct cuda_matmul_params {
   int32_t b_kn; /* 1: b is [K, N]; 0: b is [N, K] */
   int32_t has_bias;
   int32_t vec; /* K (NK) or N (KN) % 8 == 0 and rows 16-byte aligned */
-  int32_t a_rms; /* a_norm: a's row divided by its RMS (gemv_nk, matmul_skinny) */
+  int32_t a_rms; /* a_norm: a's row divided by its RMS (gemv_nk, matmul_skinny_fused) */
   float a_rms_eps;
   int32_t vec4; /* K (and N for [K, N]) % 4 == 0, a and b rows 4-element aligned */
-  /* rope on the output (gemv_nk only): GPT-J pairs of the first
+  /* rope on the output (gemv_nk, matmul_skinny_fused): GPT-J pairs of the first
    * rope_columns columns, in heads of rope_head_dim; rope_dim 0 = none. */
   int32_t rope_dim, rope_head_dim, rope_columns;
-  int32_t glu; /* silu(gate) * up of the product's halves (gemv_nk, matmul_skinny); n is the product's */
+  int32_t glu; /* silu(gate) * up of the product's halves (gemv_nk, matmul_skinny_fused); n is the product's */
   double rope_log2_ratio; /* pair j's frequency theta^(-2j / rope_dim) = 2^(-j * this) */
-  uint64_t rope_positions, rope_inv_freq; /* I32 [1]; F32 [rope_dim / 2] or 0 */
-  /* k and v into paged caches too (gemv_nk only): columns [kv_first,
+  uint64_t rope_positions, rope_inv_freq; /* I32 [M]; F32 [rope_dim / 2] or 0 */
+  /* k and v into paged caches too (gemv_nk, matmul_skinny_fused): columns [kv_first,
    * kv_first + kv_width) to kv_k_cache's slot, the next kv_width to
    * kv_v_cache's; caches [kv_slot_count, kv_width] dense; 0 = none. */
   uint64_t kv_k_cache, kv_v_cache, kv_slots, error_flag;

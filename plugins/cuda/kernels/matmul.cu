@@ -684,15 +684,15 @@ GK_MMA_KERNEL(bf16, bf16, kn, true)
  * batch's q/k/v 12 us slower): each row's position and slot, each column
  * pair's rope frequency (-1: not turned), and the rows' sums of a's
  * squares. */
-struct skinny_fusion_data {
-  int32_t position[64], slot[64];
+template <int BM> struct skinny_fusion_data {
+  int32_t position[BM], slot[BM];
   double frequency[GK_MATMUL_SKINNY_BN / 2];
-  float squares[64];
+  float squares[BM];
 };
 
 template <int BM>
 __device__ __forceinline__ void load_skinny_fusion_data(const cuda_matmul_params &p, int64_t tile,
-                                                        skinny_fusion_data &d) {
+                                                        skinny_fusion_data<BM> &d) {
   const int q = threadIdx.x;
   if (q < BM && q < p.m) {
     d.position[q] = p.rope_dim ? reinterpret_cast<const int32_t *>(p.rope_positions)[q] : 0;
@@ -723,7 +723,8 @@ __device__ __forceinline__ void add_stage_squares(const uint4 *stage, ChunkAt ch
 
 /* The rows' sums into d.squares: the 16 / MT lanes of a row add theirs. */
 template <int MT>
-__device__ __forceinline__ void store_row_squares(float squares, int warp, int lane, skinny_fusion_data &d) {
+__device__ __forceinline__ void store_row_squares(float squares, int warp, int lane,
+                                                  skinny_fusion_data<16 * MT> &d) {
   constexpr int LANES = 16 / MT;
 #pragma unroll
   for (int o = 1; o < LANES; o <<= 1) squares += __shfl_xor_sync(0xffffffffu, squares, o);
@@ -735,7 +736,8 @@ __device__ __forceinline__ void store_row_squares(float squares, int warp, int l
  * pair and kv's copies into the caches, as gemv_nk_rows does. */
 template <class T, int MT>
 __device__ __forceinline__ void skinny_store(const cuda_matmul_params &p, float (&acc)[MT][2][4],
-                                             const skinny_fusion_data &d, int64_t tile, int warp, int g, int t) {
+                                             const skinny_fusion_data<16 * MT> &d, int64_t tile, int warp, int g,
+                                             int t) {
   constexpr int BN = GK_MATMUL_SKINNY_BN;
   T *out = ptr_at<T>(p.out, 0);
   const T *bias = bias_of<T>(p);
@@ -846,7 +848,7 @@ template <class T, int MT, bool FUSED> __device__ void matmul_skinny_impl(const 
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
   float squares = 0.0f; /* a_rms: see add_stage_squares */
-  __shared__ skinny_fusion_data fusion;
+  __shared__ skinny_fusion_data<BM> fusion;
   if (FUSED) load_skinny_fusion_data<BM>(p, tile, fusion);
 
   const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -933,7 +935,7 @@ template <class T, int MT, bool FUSED> __device__ void matmul_skinny_impl(const 
     /* beta's old outputs, all asked for before any store: the compiler may
      * not move a load of out past a store to it, so read in the stores'
      * loop they came one memory latency after another at the block's end
-     * (o and down adding into the residual: 3 us a call at 32 rows) */
+     * (o and down add into the residual) */
     float old[MT][2][4] = {};
     if (p.beta != 0.0f)
       each_pair([&](float *v, int r, int c) {
