@@ -120,7 +120,7 @@ VALGRIND_RUNS  += '$(HSA_TEST_BIN)'
 CHECK_PREREQS  += $(HSA_TEST_BIN) $(HSA_POCL_PLUGIN)
 endif
 # Plugin variants (plugin_test_variant above): the cpu plugin's lower SIMD
-# levels, the vulkan plugin's portable shader form.
+# levels and its streaming writes, the vulkan plugin's portable shader form.
 CHECK_RUNS     += $(TEST_VARIANT_RUNS)
 # The conformance suite again with every op run by replaying a recording of
 # it (the backend's native form where it compiles one): on cpu and lavapipe,
@@ -166,7 +166,7 @@ endif
 # aarch64 level of the cpu plugin (docs/testing.md):
 #   -cpu max         ASIMD + FEAT_BF16 (neon-bf16, the plugin's own choice):
 #                    conformance at full sizes, and --record; and the
-#                    cpu-portable variant
+#                    cpu-portable and cpu-stream variants
 #   -cpu cortex-a53  plain ASIMD (neon), which the plugin finds by itself
 # Every conformance run is the whole suite; all but the first take its
 # --quick sizes (emulated, the full sizes take about 8 minutes on 2 cores).
@@ -179,6 +179,7 @@ AARCH64_CONF := $(AARCH64_B)/tests/conformance --exec-via qemu-aarch64
 AARCH64_RUNS := '$(AARCH64_MAX) $(AARCH64_CONF)' \
                 '$(AARCH64_MAX) $(AARCH64_CONF) --quick --record' \
                 '$(AARCH64_MAX) $(AARCH64_CONF) --quick --plugin-dir $(AARCH64_B)/tests/cpu-portable --backend cpu-portable' \
+                '$(AARCH64_MAX) $(AARCH64_CONF) --quick --plugin-dir $(AARCH64_B)/tests/cpu-stream --backend cpu-stream' \
                 'qemu-aarch64 -cpu cortex-a53 $(AARCH64_CONF) --quick' \
                 $(patsubst %,'$(AARCH64_MAX) $(AARCH64_B)/tests/%',tensor_helpers bad_input discovery abi_v2 collectives) \
                 '$(AARCH64_MAX) $(AARCH64_B)/tests/threads --quick' \

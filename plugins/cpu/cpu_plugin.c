@@ -37,14 +37,15 @@ cpu_features cpu_has;
 /* Test builds only (plugins/cpu/tests.mk): the plugin again under another
  * name, using no instruction set above GLLMK_CPU_TEST_ISA (x86_64 2:
  * AVX-512 without BF16, 1: AVX2, 0: none; aarch64 1: NEON without BF16,
- * 0: none), so that a machine with AVX-512 BF16 (or an Arm CPU with BF16)
- * also runs the conformance suite on the kernels other machines get. */
+ * 0: none; 3: all the machine has), so that a machine with AVX-512 BF16 (or
+ * an Arm CPU with BF16) also runs the conformance suite on the kernels other
+ * machines get. */
 #ifdef GLLMK_CPU_TEST_ISA
 #define CPU_PLUGIN_NAME GLLMK_CPU_TEST_NAME
 static void cap_features(cpu_features *has) {
   if (GLLMK_CPU_TEST_ISA < 2) has->avx512f = has->avx512bw = has->avx512vl = 0;
   if (GLLMK_CPU_TEST_ISA < 1) has->avx2 = has->fma = has->f16c = has->neon = 0;
-  has->avx512bf16 = has->bf16 = 0;
+  if (GLLMK_CPU_TEST_ISA < 3) has->avx512bf16 = has->bf16 = 0;
 }
 #else
 #define CPU_PLUGIN_NAME "cpu"
@@ -165,10 +166,15 @@ static int64_t largest_cache_bytes(void) {
   return largest;
 }
 
-/* Outputs larger than the last-level cache are streamed past it. */
+/* Outputs larger than the last-level cache are streamed past it. The test
+ * variant cpu-stream (GLLMK_CPU_TEST_STREAM_ALL) streams every output, so
+ * that the conformance suite's small cases run those paths too. */
 static void set_stream_threshold(void) {
   int64_t bytes = largest_cache_bytes();
   if (bytes > 0) cpu_stream_threshold = bytes;
+#ifdef GLLMK_CPU_TEST_STREAM_ALL
+  cpu_stream_threshold = 0;
+#endif
 }
 
 /* Everything probe finds is found once per load of the plugin: the CPU does

@@ -2,8 +2,9 @@
  * gather.c - the gather family on the cpu: embedding (out[i, :] =
  * table[ids[i], :]) and kv_append (each token's k and v rows into its slot
  * of a paged cache). Both are row copies with no kernels of their own:
- * memcpy, or for large embedding outputs stream_copy of the cpu_convert
- * table (cpu_convert*.c). From below they use cpu_parallel_for
+ * memcpy, or for outputs larger than the last-level cache stream_copy of
+ * the cpu_convert table (cpu_convert*.c), which skips reading the lines it
+ * overwrites. From below they use cpu_parallel_for
  * (cpu_pool.c), cpu_raise (cpu_plugin.c) for ids and slots out of range,
  * and the row helpers of cpu_rows.h.
  */
@@ -74,20 +75,30 @@ typedef struct kv_append_job {
   const int32_t *slots;
   int64_t slot_stride, cache_slots, block_size, heads, row_bytes;
   size_t esize;
+  int stream; /* write with stream_copy: the rows written outgrow the cache */
 } kv_append_job;
 
-/* Copies token t's rows of every head into its slot of one cache. */
+/* Copies token t's rows of every head into its slot of one cache: one copy
+ * when the heads lie back to back in both (dense rows, as a model's k and v
+ * and its caches are), else one a head. */
 static void append_rows(const kv_append_job *job, const gllmk_tensor *cache,
                         const gllmk_tensor *src, int64_t t, int64_t slot) {
   int64_t block = slot / job->block_size, offset = slot % job->block_size;
-  for (int64_t h = 0; h < job->heads; h++) {
+  const int64_t row = job->row_bytes / (int64_t)job->esize;
+  const int together = cache->strides[2] == row && src->strides[1] == row;
+  const int64_t copies = together ? 1 : job->heads;
+  const size_t bytes = (size_t)(together ? job->heads * job->row_bytes : job->row_bytes);
+  for (int64_t h = 0; h < copies; h++) {
     char *dst =
         (char *)cpu_tensor_data(cache) +
         (size_t)(block * cache->strides[0] + offset * cache->strides[1] + h * cache->strides[2]) *
             job->esize;
     const char *from = (const char *)cpu_tensor_data(src) +
                        (size_t)(t * src->strides[0] + h * src->strides[1]) * job->esize;
-    memcpy(dst, from, (size_t)job->row_bytes);
+    if (job->stream)
+      cpu_convert->stream_copy(dst, from, bytes);
+    else
+      memcpy(dst, from, bytes);
   }
 }
 
@@ -99,6 +110,7 @@ static void kv_append_range(void *ctx, int64_t begin, int64_t end) {
     append_rows(job, job->args->k_cache, job->args->k, t, slot);
     append_rows(job, job->args->v_cache, job->args->v, t, slot);
   }
+  if (job->stream) cpu_convert->stream_fence();
 }
 
 gllmk_status cpu_kv_append(gllmk_plugin_device *device, const gllmk_kv_append_args *args) {
@@ -112,6 +124,7 @@ gllmk_status cpu_kv_append(gllmk_plugin_device *device, const gllmk_kv_append_ar
   job.esize = gllmk_plugin_dtype_size(args->k->dtype);
   job.row_bytes = args->k->shape[2] * (int64_t)job.esize;
   int64_t tokens = args->k->shape[0];
+  job.stream = cpu_streams(2 * tokens * job.heads * job.row_bytes);
   for (int64_t t = 0; t < tokens; t++) {
     int32_t slot = job.slots[t * job.slot_stride];
     if (slot >= job.cache_slots) {

@@ -9,6 +9,10 @@
 #            cpu-portable  no SIMD extensions assumed (0)
 #   aarch64: cpu-neon      ASIMD without FEAT_BF16 (1)
 #            cpu-portable  no SIMD kernels of ours (0)
+#   both:    cpu-stream    the machine's best level (3), every output written
+#                          the way outputs larger than the last-level cache
+#                          are (streaming stores, L1 blocks): the suite's
+#                          sizes alone never take those paths
 #
 # A level above what the machine has runs the machine's best instead.
 
@@ -20,3 +24,4 @@ $(eval $(call plugin_test_variant,cpu-avx512,cpu,cpu_plugin,$(call cpu_test_flag
 $(eval $(call plugin_test_variant,cpu-avx2,cpu,cpu_plugin,$(call cpu_test_flags,1,avx2)))
 endif
 $(eval $(call plugin_test_variant,cpu-portable,cpu,cpu_plugin,$(call cpu_test_flags,0,portable)))
+$(eval $(call plugin_test_variant,cpu-stream,cpu,cpu_plugin,$(call cpu_test_flags,3,stream) -DGLLMK_CPU_TEST_STREAM_ALL))
