@@ -10,6 +10,7 @@
 #define GLLMK_CPU_ROWS_H_
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
@@ -22,6 +23,15 @@ enum {
 /* Whether an op writing `bytes` of output should stream it past the cache
  * (cpu_convert->stream_copy through an L1 block, then stream_fence). */
 static inline int cpu_streams(int64_t bytes) { return bytes >= cpu_stream_threshold; }
+
+/* Copies `bytes` from src to dst, past the cache when `stream` (an op's
+ * cpu_streams answer; the op ends with stream_fence). */
+static inline void cpu_copy_bytes(int stream, void *dst, const void *src, size_t bytes) {
+  if (stream)
+    cpu_convert->stream_copy(dst, src, bytes);
+  else
+    memcpy(dst, src, bytes);
+}
 
 /* Element `index` of a row that starts at `base`. */
 static inline char *cpu_at(const void *base, int32_t dtype, int64_t index) {

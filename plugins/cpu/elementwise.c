@@ -103,10 +103,7 @@ static void copy_block(const copy_job *job, char *dst, const char *src, int64_t 
   size_t src_size = gllmk_plugin_dtype_size(job->src_dtype);
   size_t dst_size = gllmk_plugin_dtype_size(job->dst_dtype);
   if (src_stride == 1 && dst_stride == 1 && job->src_dtype == job->dst_dtype) {
-    if (job->stream)
-      cpu_convert->stream_copy(dst, src, (size_t)n * dst_size);
-    else
-      memcpy(dst, src, (size_t)n * dst_size);
+    cpu_copy_bytes(job->stream, dst, src, (size_t)n * dst_size);
     return;
   }
   uint32_t src_packed[CPU_BLOCK], dst_packed[CPU_BLOCK];

@@ -36,10 +36,7 @@ static void embedding_range(void *ctx, int64_t begin, int64_t end) {
     int32_t id = *(const int32_t *)(const void *)cpu_flat(&job->ids, i);
     char *dst = cpu_row(&job->out, i);
     if (id >= 0 && id < job->table.rows) {
-      if (job->stream)
-        cpu_convert->stream_copy(dst, cpu_row(&job->table, id), row_bytes);
-      else
-        memcpy(dst, cpu_row(&job->table, id), row_bytes);
+      cpu_copy_bytes(job->stream, dst, cpu_row(&job->table, id), row_bytes);
     } else {
       memset(dst, 0, row_bytes);
       record_bad_index(job, i);
@@ -75,19 +72,18 @@ typedef struct kv_append_job {
   const int32_t *slots;
   int64_t slot_stride, cache_slots, block_size, heads, row_bytes;
   size_t esize;
-  int stream; /* write with stream_copy: the rows written outgrow the cache */
+  int stream;           /* write with stream_copy: the rows written outgrow the cache */
+  int k_whole, v_whole; /* a token's heads lie back to back in k (v) and its cache */
 } kv_append_job;
 
 /* Copies token t's rows of every head into its slot of one cache: one copy
- * when the heads lie back to back in both (dense rows, as a model's k and v
- * and its caches are), else one a head. */
+ * when the heads lie back to back in both (`whole`: dense rows, as a
+ * model's k and v and its caches are), else one a head. */
 static void append_rows(const kv_append_job *job, const gllmk_tensor *cache,
-                        const gllmk_tensor *src, int64_t t, int64_t slot) {
+                        const gllmk_tensor *src, int whole, int64_t t, int64_t slot) {
   int64_t block = slot / job->block_size, offset = slot % job->block_size;
-  const int64_t row = job->row_bytes / (int64_t)job->esize;
-  const int together = cache->strides[2] == row && src->strides[1] == row;
-  const int64_t copies = together ? 1 : job->heads;
-  const size_t bytes = (size_t)(together ? job->heads * job->row_bytes : job->row_bytes);
+  const int64_t copies = whole ? 1 : job->heads;
+  const size_t bytes = (size_t)(whole ? job->heads * job->row_bytes : job->row_bytes);
   for (int64_t h = 0; h < copies; h++) {
     char *dst =
         (char *)cpu_tensor_data(cache) +
@@ -95,10 +91,7 @@ static void append_rows(const kv_append_job *job, const gllmk_tensor *cache,
             job->esize;
     const char *from = (const char *)cpu_tensor_data(src) +
                        (size_t)(t * src->strides[0] + h * src->strides[1]) * job->esize;
-    if (job->stream)
-      cpu_convert->stream_copy(dst, from, bytes);
-    else
-      memcpy(dst, from, bytes);
+    cpu_copy_bytes(job->stream, dst, from, bytes);
   }
 }
 
@@ -107,8 +100,8 @@ static void kv_append_range(void *ctx, int64_t begin, int64_t end) {
   for (int64_t t = begin; t < end; t++) {
     int64_t slot = job->slots[t * job->slot_stride];
     if (slot < 0 || slot >= job->cache_slots) continue;
-    append_rows(job, job->args->k_cache, job->args->k, t, slot);
-    append_rows(job, job->args->v_cache, job->args->v, t, slot);
+    append_rows(job, job->args->k_cache, job->args->k, job->k_whole, t, slot);
+    append_rows(job, job->args->v_cache, job->args->v, job->v_whole, t, slot);
   }
   if (job->stream) cpu_convert->stream_fence();
 }
@@ -125,6 +118,9 @@ gllmk_status cpu_kv_append(gllmk_plugin_device *device, const gllmk_kv_append_ar
   job.row_bytes = args->k->shape[2] * (int64_t)job.esize;
   int64_t tokens = args->k->shape[0];
   job.stream = cpu_streams(2 * tokens * job.heads * job.row_bytes);
+  const int64_t d = args->k->shape[2];
+  job.k_whole = args->k_cache->strides[2] == d && args->k->strides[1] == d;
+  job.v_whole = args->v_cache->strides[2] == d && args->v->strides[1] == d;
   for (int64_t t = 0; t < tokens; t++) {
     int32_t slot = job.slots[t * job.slot_stride];
     if (slot >= job.cache_slots) {
