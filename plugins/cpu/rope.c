@@ -10,8 +10,11 @@
  * widened) once per call in double; each thread computes the cos/sin table
  * of a token once (in double, then rounded to float) and uses it for all of
  * the token's heads. Angles stay accurate for positions far beyond 131072.
- * Outputs use plain stores at every size: measured, non-temporal stores
- * made rope slower (its rows are short, and attention reads them next).
+ * An output larger than the last-level cache is written past the cache:
+ * rows are turned into an L1 block, and each run of rows that lie back to
+ * back in out (a token's heads, and the next tokens' when dense) leaves it
+ * in one stream_copy. Streaming each short row by itself was slower than
+ * plain stores; a block of whole tokens is not (docs/performance.md).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -30,8 +33,33 @@ typedef struct rope_job {
   int64_t position_stride;
   int32_t style;
   const double *inv_freq; /* [half] */
+  int stream;             /* out through an L1 block and stream_copy */
   int out_of_memory;      /* set by a thread that could not get its tables */
 } rope_job;
+
+enum { ROPE_STREAM_BLOCK = 16 << 10 }; /* bytes of out staged at a time */
+
+/* Turned rows staged for stream_copy: `used` bytes that go to `dst`. */
+typedef struct rope_stage {
+  char *block, *dst;
+  size_t used;
+} rope_stage;
+
+static void rope_stage_flush(rope_stage *stage) {
+  if (stage->used) cpu_convert->stream_copy(stage->dst, stage->block, stage->used);
+  stage->used = 0;
+}
+
+/* Where a row bound for dst is turned: after the staged rows when it
+ * continues them and fits, else at the start of the emptied block. */
+static char *rope_stage_place(rope_stage *stage, char *dst, size_t bytes) {
+  if (stage->used && (dst != stage->dst + stage->used || stage->used + bytes > ROPE_STREAM_BLOCK))
+    rope_stage_flush(stage);
+  if (!stage->used) stage->dst = dst;
+  char *at = stage->block + stage->used;
+  stage->used += bytes;
+  return at;
+}
 
 /* One row of head_dim elements into dst (which is src, or does not overlap
  * it). */
@@ -51,13 +79,16 @@ static void rope_row(const rope_job *job, char *dst, const char *src, const floa
 
 static void rope_range(void *ctx, int64_t begin, int64_t end) {
   rope_job *job = ctx;
-  float *table = malloc((size_t)(job->half > 0 ? job->half : 1) * 2 * sizeof(float));
+  size_t table_bytes = (size_t)(job->half > 0 ? job->half : 1) * 2 * sizeof(float);
+  float *table = malloc(table_bytes + (job->stream ? ROPE_STREAM_BLOCK : 0));
   if (!table) {
     __atomic_store_n(&job->out_of_memory, 1, __ATOMIC_RELAXED);
     return;
   }
   float *cos = table, *sin = table + job->half;
   size_t size = gllmk_plugin_dtype_size(job->dtype);
+  size_t row_bytes = (size_t)job->head_dim * size;
+  rope_stage stage = {.block = (char *)table + table_bytes};
   int64_t table_token = -1;
   for (int64_t row = begin; row < end; row++) {
     int64_t token = row / job->heads, head = row % job->heads;
@@ -70,7 +101,11 @@ static void rope_range(void *ctx, int64_t begin, int64_t end) {
         job->x + (token * job->x_token_stride + head * job->x_head_stride) * (int64_t)size;
     char *dst =
         job->out + (token * job->out_token_stride + head * job->out_head_stride) * (int64_t)size;
-    rope_row(job, dst, src, cos, sin);
+    rope_row(job, job->stream ? rope_stage_place(&stage, dst, row_bytes) : dst, src, cos, sin);
+  }
+  if (job->stream) {
+    rope_stage_flush(&stage);
+    cpu_convert->stream_fence();
   }
   free(table);
 }
@@ -104,6 +139,10 @@ gllmk_status cpu_rope(gllmk_plugin_device *device, const gllmk_rope_args *args) 
     inv_freq[j] = given ? (double)given[j]
                         : pow((double)args->theta, -(double)(2 * j) / (double)args->rotary_dim);
   job.inv_freq = inv_freq;
+  /* a row must fit the block, and in place rows are in cache already */
+  int64_t row_bytes = job.head_dim * (int64_t)gllmk_plugin_dtype_size(x->dtype);
+  job.stream = !in_place && row_bytes <= ROPE_STREAM_BLOCK &&
+               cpu_streams(x->shape[0] * job.heads * row_bytes);
 
   int64_t rows = x->shape[0] * job.heads;
   cpu_parallel_for(device, rows, cpu_row_grain(job.head_dim), rope_range, &job);
