@@ -774,7 +774,7 @@ static void matmul_rope_case(gllmk_dtype dtype, const matmul_rope_problem *p) {
 }
 
 /* cuda turns one row (its GEMV) or, f16/bf16 with K % 8 == 0, up to 16
- * (its skinny GEMM); other rows run on the cpu. */
+ * (its skinny GEMM); vulkan up to 4 (its GEMV); other rows run on the cpu. */
 static void conf_matmul_rope(void) {
   const bool quick = S.quick;
   const matmul_rope_problem problems[] = {
@@ -788,6 +788,7 @@ static void conf_matmul_rope(void) {
       {1, 200, 100, 64, 32, 128, FREQ_THETA, 0.5f, true, false},
       {1, 21, 40, 6, 4, 18, FREQ_RANDOM, -1.0f, true, true},
       {1, 24, 40, 8, 8, 24, FREQ_RANDOM, 1.0f, false, false},
+      {3, 40, 64, 8, 8, 40, FREQ_THETA, 1.0f, true, true},
       {5, 64, 48, 16, 16, 64, FREQ_THETA, 1.0f, true, true},
       {33, 160, 72, 32, 24, 96, FREQ_LLAMA3, 1.0f, false, false},
       /* A decode batch's q/k/v: K split among blocks (cuda's skinny GEMM). */
@@ -919,6 +920,7 @@ static void conf_matmul(void) {
       {0, 0, 1, 45, 33, GLLMK_B_NK, false, 0.5f, 0.0f, false, true},
       {2, 0, 1, 24, 40, GLLMK_B_NK, true, 1.0f, 0.0f, true, true},
       {0, 0, 1, 64, 100, GLLMK_B_KN, false, 1.0f, 0.0f, false, true},
+      {0, 0, 3, 50, 64, GLLMK_B_NK, false, 1.0f, 0.5f, true, true}, /* vulkan's GEMV: 4 rows at most */
       {0, 0, 5, 24, 40, GLLMK_B_NK, false, 1.0f, 0.75f, false, true},
       {2, 0, 17, 45, 300, GLLMK_B_NK, false, 1.0f, 0.0f, true, true},
       /* A decode batch's projection into the residual: cuda's skinny GEMM,

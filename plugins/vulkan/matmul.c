@@ -28,6 +28,9 @@ typedef struct vk_matmul_push {
   uint32_t out_offset, ldo, out_batch_stride;
   uint32_t bias_offset, has_bias;
   float alpha, beta;
+  /* matmul_gemv.comp's FUSE: a_norm's eps, the rope on the output */
+  float a_norm_eps;
+  uint32_t rope_dim, rope_head_dim, rope_columns, pos_offset, pos_stride, freq_offset;
 } vk_matmul_push;
 
 /* Tile of the plain kernel: BM x BN outputs, BK deep, TM x TN per invocation. */
@@ -35,6 +38,8 @@ enum { VK_MM_BM = 64, VK_MM_BN = 64, VK_MM_BK = 16, VK_MM_TM = 4, VK_MM_TN = 4 }
 /* matmul_gemv.comp: at most GEMV_M rows of a; RN outputs per workgroup for b
  * [N, K]; K in KSPLIT slices for b [K, N]. */
 enum { VK_GEMV_M = 4, VK_GEMV_RN = 4, VK_GEMV_KSPLIT = 4, VK_GEMV_GROUP = 256 };
+/* matmul_gemv.comp's FUSE bits */
+enum { VK_GEMV_A_NORM = 1, VK_GEMV_ROPE = 2, VK_GEMV_INV_FREQ = 4, VK_GEMV_GLU = 8 };
 
 /* Fills the push constants common to matmul.comp and matmul_gemv.comp and
  * binds out (0), a (1), b (2) and bias (3). */
@@ -87,9 +92,33 @@ static gllmk_status vk_matmul_gemv(gllmk_plugin_device *dev, const gllmk_matmul_
   vk_matmul_push p = vk_matmul_bind(&call, args);
   uint32_t vectors = nk && (p.K | p.lda | p.ldb | p.a_offset | p.b_offset | p.a_batch_stride |
                             p.b_batch_stride) % 8 == 0;
-  const uint32_t spec[VK_MAX_SPEC_EXTRA] = {p.M, VK_GEMV_RN, VK_GEMV_KSPLIT, vectors};
+  uint32_t fuse = args->a_norm == GLLMK_A_NORM_RMS ? VK_GEMV_A_NORM : 0;
+  p.a_norm_eps = args->a_norm_eps;
+  if (args->rope_dim) {
+    /* a pair of columns in one workgroup: RN is even */
+    gllmk_status s = vk_rope_frequencies(dev, &call, (vk_rope_slots){.table_slot = 5, .inv_slot = 6},
+                                         args->rope_theta, args->rope_dim, args->rope_inv_freq,
+                                         &p.freq_offset);
+    if (s != GLLMK_OK) return s;
+    fuse |= VK_GEMV_ROPE;
+    if (p.freq_offset == VK_ROPE_NO_INV_FREQ)
+      p.freq_offset = 0;
+    else
+      fuse |= VK_GEMV_INV_FREQ;
+    p.rope_dim = (uint32_t)args->rope_dim;
+    p.rope_head_dim = (uint32_t)args->rope_head_dim;
+    p.rope_columns = (uint32_t)args->rope_columns;
+    p.pos_offset = vk_call_tensor(&call, 4, args->rope_positions);
+    p.pos_stride = vk_call_stride(&call, args->rope_positions, 0);
+  }
+  /* glu: out's N columns, of b's 2 N rows; a workgroup's RN dot products
+   * are RN / 2 gate columns and their up columns */
+  if (args->glu == GLLMK_GLU_SWIGLU) fuse |= VK_GEMV_GLU;
+  const uint32_t spec[VK_MAX_SPEC_EXTRA] = {p.M, VK_GEMV_RN, VK_GEMV_KSPLIT, vectors, fuse};
   memcpy(call.key.extra, spec, sizeof spec);
-  uint64_t per_group = nk ? VK_GEMV_RN : VK_GEMV_GROUP / VK_GEMV_KSPLIT;
+  uint64_t per_group = !nk                  ? VK_GEMV_GROUP / VK_GEMV_KSPLIT
+                       : fuse & VK_GEMV_GLU ? VK_GEMV_RN / 2
+                                            : VK_GEMV_RN;
   return vk_call_run(&call, &p, sizeof p, vk_groups(p.N, per_group), 1, p.batch);
 }
 
@@ -298,10 +327,17 @@ static int vk_coopmat_kind(const vk_physical *phys, int32_t dtype) {
 }
 
 gllmk_status vk_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
-  if (args->a_norm != GLLMK_A_NORM_NONE || args->rope_dim != 0 || args->glu != GLLMK_GLU_NONE || args->kv_k_cache)
-    return vk_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the vulkan backend has no a_norm, rope, kv or glu");
+  if (args->kv_k_cache)
+    return vk_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the vulkan backend has no kv");
   int32_t nd = args->a->ndim;
   int64_t M = args->a->shape[nd - 2], N = args->out->shape[nd - 1];
+  /* a_norm, rope and glu: in the GEMV's reduction (decode), where they
+   * save a pass and a launch */
+  if ((args->a_norm != GLLMK_A_NORM_NONE || args->rope_dim != 0 || args->glu != GLLMK_GLU_NONE) &&
+      (M > VK_GEMV_M || args->b_layout != GLLMK_B_NK))
+    return vk_host->fail(GLLMK_ERR_UNSUPPORTED,
+                         "gllmk_matmul: the vulkan backend takes a_norm, rope and glu only with b "
+                         "as [N, K] and at most %d rows of a", VK_GEMV_M);
   if (M <= VK_GEMV_M) return vk_matmul_gemv(dev, args);
   int kind = vk_coopmat_kind(dev->phys, args->a->dtype);
   if (kind != 0 && M >= VK_COOP_MIN && N >= VK_COOP_MIN) {

@@ -22,4 +22,14 @@
   gllmk_status vk_##name(gllmk_plugin_device *dev, const gllmk_##name##_args *args);
 #include "gllmk/gllmk_ops.def"
 
+/* rope.c's frequencies, shared with matmul.c's rope on the output: the
+ * binding slots of the host's table of turns and of the caller's inv_freq. */
+typedef struct vk_rope_slots {
+  uint32_t table_slot, inv_slot;
+} vk_rope_slots;
+#define VK_ROPE_NO_INV_FREQ UINT32_MAX
+gllmk_status vk_rope_frequencies(gllmk_plugin_device *dev, vk_call *call, vk_rope_slots slots,
+                                 float theta, int64_t rotary_dim, const gllmk_tensor *inv_freq,
+                                 uint32_t *out_inv_freq_offset);
+
 #endif /* GLLMK_VK_OPS_H_ */

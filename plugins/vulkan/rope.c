@@ -19,32 +19,34 @@
 #define VK_ROPE_HEADS_F32 1
 #define VK_ROPE_HEADS_16 2
 
-/* Binds rope's frequencies to `call`: the caller's inv_freq tensor (slot
- * 4; the kernel turns each F32 into turns per position itself), else pair
- * j's theta^(-2j / rotary_dim) radians per position as turns per position,
- * a binary fraction in 64 bits computed in double (slot 3). That table
- * depends on the arguments alone, so a recording keeps it (in its own
- * upload memory) for every replay. Returns inv_freq's element offset. */
-static gllmk_status rope_frequencies(gllmk_plugin_device *dev, vk_call *call,
-                                     const gllmk_rope_args *args, uint32_t *out_offset) {
-  *out_offset = 0;
-  if (args->inv_freq) {
-    call->key.extra[2] = 1; /* INV_FREQ */
-    *out_offset = vk_call_tensor(call, 4, args->inv_freq);
+/* Binds a rope's frequencies to `call`: the caller's inv_freq tensor (slot
+ * slots.inv_slot; the kernel turns each F32 into turns per position itself),
+ * else pair j's theta^(-2j / rotary_dim) radians per position as turns per
+ * position, a binary fraction in 64 bits computed in double (slot
+ * slots.table_slot). That table depends on the arguments alone, so a recording
+ * keeps it (in its own upload memory) for every replay. Sets
+ * *out_inv_freq_offset to inv_freq's element offset, or to
+ * VK_ROPE_NO_INV_FREQ with the table. For rope.comp and matmul_gemv.comp. */
+gllmk_status vk_rope_frequencies(gllmk_plugin_device *dev, vk_call *call, vk_rope_slots slots,
+                                 float theta, int64_t rotary_dim, const gllmk_tensor *inv_freq,
+                                 uint32_t *out_inv_freq_offset) {
+  if (inv_freq) {
+    *out_inv_freq_offset = vk_call_tensor(call, slots.inv_slot, inv_freq);
     return GLLMK_OK;
   }
-  uint32_t pairs = (uint32_t)args->rotary_dim / 2;
+  *out_inv_freq_offset = VK_ROPE_NO_INV_FREQ;
+  uint32_t pairs = (uint32_t)rotary_dim / 2;
   uint64_t table_bytes = (uint64_t)pairs * sizeof(uint64_t);
   vk_upload table_up;
   gllmk_status s = vk_upload_reserve(dev, table_bytes, &table_up);
   if (s != GLLMK_OK) return s;
   uint64_t *table = (uint64_t *)(void *)table_up.map;
   for (uint32_t j = 0; table && j < pairs; j++) {
-    double radians = pow((double)args->theta, -2.0 * j / (double)args->rotary_dim);
+    double radians = pow((double)theta, -2.0 * j / (double)rotary_dim);
     double turns = radians / (2.0 * M_PI); /* < 1 */
     table[j] = (uint64_t)ldexp(turns, 64); /* read as uvec2 (lo, hi): little endian */
   }
-  vk_call_memory(call, 3, table_up.mem, table_up.offset, table_bytes);
+  vk_call_memory(call, slots.table_slot, table_up.mem, table_up.offset, table_bytes);
   return GLLMK_OK;
 }
 
@@ -62,8 +64,14 @@ gllmk_status vk_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
         out_head_stride, x_offset, x_token_stride, x_head_stride, pos_offset, pos_stride,
         freq_offset;
   } push;
-  gllmk_status s = rope_frequencies(dev, &call, args, &push.freq_offset);
+  gllmk_status s = vk_rope_frequencies(dev, &call, (vk_rope_slots){.table_slot = 3, .inv_slot = 4},
+                                       args->theta, args->rotary_dim, args->inv_freq,
+                                       &push.freq_offset);
   if (s != GLLMK_OK) return s;
+  if (push.freq_offset == VK_ROPE_NO_INV_FREQ)
+    push.freq_offset = 0;
+  else
+    call.key.extra[2] = 1; /* INV_FREQ */
   push.count = vk_call_u32(&call, out->shape[0] * out->shape[1] * units, "the element count");
   push.units_per_row = (uint32_t)units;
   push.heads = (uint32_t)out->shape[1];
