@@ -101,12 +101,16 @@ void ref_rope_columns(int64_t m, int64_t n, int64_t columns, int64_t head_dim, d
 
 void ref_glu_halves(int64_t m, int64_t n, const double *product, double *out, double *cond) {
   const int64_t half = n / 2;
+  double product_sq = 0.0;
+  for (int64_t i = 0; i < m * n; i++) product_sq += product[i] * product[i];
+  const double product_rms = m > 0 && n > 0 ? sqrt(product_sq / (double)(m * n)) : 0.0;
   for (int64_t r = 0; r < m; r++)
     for (int64_t j = 0; j < half; j++) {
       const double g = product[r * n + j], u = product[r * n + half + j];
       const double sigmoid = 1.0 / (1.0 + exp(-g)), silu_slope = sigmoid * (1.0 + g * (1.0 - sigmoid));
       out[r * half + j] = ref_silu(g) * u;
-      cond[r * half + j] = fabs(g * silu_slope * u) + fabs(ref_silu(g) * u);
+      cond[r * half + j] = fabs(silu_slope * u) * (fabs(g) + product_rms) +
+                           fabs(ref_silu(g)) * (fabs(u) + product_rms);
     }
 }
 

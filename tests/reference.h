@@ -39,11 +39,14 @@ void ref_rope_columns(int64_t m, int64_t n, int64_t columns, int64_t head_dim, d
                       const int32_t *positions, double theta, const double *inv_freq,
                       int64_t rotary_dim);
 /* matmul's glu on a product ([m, n]): out[r, j] = silu(product[r, j]) *
- * product[r, j + n / 2], out [m, n / 2]; and in cond, per element, what a
- * relative change of both halves' values moves it by (|g silu'(g) u| +
- * |silu(g) u|): a backend may round the product to out's dtype before it
- * joins the halves (the cpu does), and silu amplifies that rounding where g
- * is negative. */
+ * product[r, j + n / 2], out [m, n / 2]; and in cond, per element, what
+ * the product's own errors move it by, in units of the tolerance: each
+ * product value p may be off by tol * (|p| + P), P the product's rms (what
+ * a plain matmul is held to), so cond = |silu'(g) u| (|g| + P) +
+ * |silu(g)| (|u| + P). The |p| part is a backend rounding the product to
+ * out's dtype before it joins the halves (the cpu does; silu amplifies it
+ * where g is negative); the P part is a dot whose terms cancel (a small u
+ * of a K = 2048 f32 sum is off by ~1e-6 P, times a large silu(g)). */
 void ref_glu_halves(int64_t m, int64_t n, const double *product, double *out, double *cond);
 /* Llama 3.1's frequencies ("rope_type": "llama3") for [rotary_dim / 2] out:
  * theta's, divided by `factor` below the low-frequency wavelength
