@@ -28,6 +28,7 @@ typedef struct rope_job {
   const char *x;
   char *out;
   int64_t heads, head_dim, rotary_dim, half;
+  size_t row_bytes; /* head_dim elements */
   int64_t x_token_stride, x_head_stride, out_token_stride, out_head_stride;
   const int32_t *positions;
   int64_t position_stride;
@@ -87,7 +88,6 @@ static void rope_range(void *ctx, int64_t begin, int64_t end) {
   }
   float *cos = table, *sin = table + job->half;
   size_t size = gllmk_plugin_dtype_size(job->dtype);
-  size_t row_bytes = (size_t)job->head_dim * size;
   rope_stage stage = {.block = (char *)table + table_bytes};
   int64_t table_token = -1;
   for (int64_t row = begin; row < end; row++) {
@@ -101,7 +101,7 @@ static void rope_range(void *ctx, int64_t begin, int64_t end) {
         job->x + (token * job->x_token_stride + head * job->x_head_stride) * (int64_t)size;
     char *dst =
         job->out + (token * job->out_token_stride + head * job->out_head_stride) * (int64_t)size;
-    rope_row(job, job->stream ? rope_stage_place(&stage, dst, row_bytes) : dst, src, cos, sin);
+    rope_row(job, job->stream ? rope_stage_place(&stage, dst, job->row_bytes) : dst, src, cos, sin);
   }
   if (job->stream) {
     rope_stage_flush(&stage);
@@ -118,6 +118,7 @@ gllmk_status cpu_rope(gllmk_plugin_device *device, const gllmk_rope_args *args) 
       .out = cpu_tensor_data(out),
       .heads = x->shape[1],
       .head_dim = x->shape[2],
+      .row_bytes = (size_t)x->shape[2] * gllmk_plugin_dtype_size(x->dtype),
       .rotary_dim = args->rotary_dim,
       .half = args->rotary_dim / 2,
       .x_token_stride = x->strides[0],
@@ -140,9 +141,8 @@ gllmk_status cpu_rope(gllmk_plugin_device *device, const gllmk_rope_args *args) 
                         : pow((double)args->theta, -(double)(2 * j) / (double)args->rotary_dim);
   job.inv_freq = inv_freq;
   /* a row must fit the block, and in place rows are in cache already */
-  int64_t row_bytes = job.head_dim * (int64_t)gllmk_plugin_dtype_size(x->dtype);
-  job.stream = !in_place && row_bytes <= ROPE_STREAM_BLOCK &&
-               cpu_streams(x->shape[0] * job.heads * row_bytes);
+  job.stream = !in_place && job.row_bytes <= ROPE_STREAM_BLOCK &&
+               cpu_streams(x->shape[0] * job.heads * (int64_t)job.row_bytes);
 
   int64_t rows = x->shape[0] * job.heads;
   cpu_parallel_for(device, rows, cpu_row_grain(job.head_dim), rope_range, &job);

@@ -100,11 +100,7 @@ static gllmk_status vk_matmul_gemv(gllmk_plugin_device *dev, const gllmk_matmul_
                                          args->rope_theta, args->rope_dim, args->rope_inv_freq,
                                          &p.freq_offset);
     if (s != GLLMK_OK) return s;
-    fuse |= VK_GEMV_ROPE;
-    if (p.freq_offset == VK_ROPE_NO_INV_FREQ)
-      p.freq_offset = 0;
-    else
-      fuse |= VK_GEMV_INV_FREQ;
+    fuse |= VK_GEMV_ROPE | (args->rope_inv_freq ? VK_GEMV_INV_FREQ : 0);
     p.rope_dim = (uint32_t)args->rope_dim;
     p.rope_head_dim = (uint32_t)args->rope_head_dim;
     p.rope_columns = (uint32_t)args->rope_columns;

@@ -27,7 +27,6 @@
 typedef struct vk_rope_slots {
   uint32_t table_slot, inv_slot;
 } vk_rope_slots;
-#define VK_ROPE_NO_INV_FREQ UINT32_MAX
 gllmk_status vk_rope_frequencies(gllmk_plugin_device *dev, vk_call *call, vk_rope_slots slots,
                                  float theta, int64_t rotary_dim, const gllmk_tensor *inv_freq,
                                  uint32_t *out_inv_freq_offset);

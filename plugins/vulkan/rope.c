@@ -25,8 +25,8 @@
  * position, a binary fraction in 64 bits computed in double (slot
  * slots.table_slot). That table depends on the arguments alone, so a recording
  * keeps it (in its own upload memory) for every replay. Sets
- * *out_inv_freq_offset to inv_freq's element offset, or to
- * VK_ROPE_NO_INV_FREQ with the table. For rope.comp and matmul_gemv.comp. */
+ * *out_inv_freq_offset to inv_freq's element offset, 0 with the table. For
+ * rope.comp and matmul_gemv.comp. */
 gllmk_status vk_rope_frequencies(gllmk_plugin_device *dev, vk_call *call, vk_rope_slots slots,
                                  float theta, int64_t rotary_dim, const gllmk_tensor *inv_freq,
                                  uint32_t *out_inv_freq_offset) {
@@ -34,7 +34,7 @@ gllmk_status vk_rope_frequencies(gllmk_plugin_device *dev, vk_call *call, vk_rop
     *out_inv_freq_offset = vk_call_tensor(call, slots.inv_slot, inv_freq);
     return GLLMK_OK;
   }
-  *out_inv_freq_offset = VK_ROPE_NO_INV_FREQ;
+  *out_inv_freq_offset = 0;
   uint32_t pairs = (uint32_t)rotary_dim / 2;
   uint64_t table_bytes = (uint64_t)pairs * sizeof(uint64_t);
   vk_upload table_up;
@@ -68,10 +68,7 @@ gllmk_status vk_rope(gllmk_plugin_device *dev, const gllmk_rope_args *args) {
                                        args->theta, args->rotary_dim, args->inv_freq,
                                        &push.freq_offset);
   if (s != GLLMK_OK) return s;
-  if (push.freq_offset == VK_ROPE_NO_INV_FREQ)
-    push.freq_offset = 0;
-  else
-    call.key.extra[2] = 1; /* INV_FREQ */
+  call.key.extra[2] = args->inv_freq != NULL; /* INV_FREQ */
   push.count = vk_call_u32(&call, out->shape[0] * out->shape[1] * units, "the element count");
   push.units_per_row = (uint32_t)units;
   push.heads = (uint32_t)out->shape[1];

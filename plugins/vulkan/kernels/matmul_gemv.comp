@@ -53,7 +53,6 @@ layout(push_constant) uniform Push {
 
 #include "rope_turns.glsl"
 
-
 shared float partial[gl_WorkGroupSize.x];
 #if SUBGROUPS
 /* [output][subgroup], then with A_NORM [RN * MMAX + row][subgroup] a's squares */
@@ -167,15 +166,16 @@ void gemv_nk(uint bz) {
     barrier();
     if (t < RN * MMAX) {
       uint r = t / MMAX, m = t % MMAX;
-      float dot = 0.0, other_dot = 0.0; /* other: the partner's (rope, glu) */
+      float dot = 0.0, other_dot = 0.0; /* other: the partner's (rope, glu's gate columns) */
       for (uint s = 0u; s < gl_NumSubgroups; s++) dot += subgroup_dots[t][s];
-      if (ROPE || GLU)
+      if (ROPE || (GLU && r < OUTS))
         for (uint s = 0u; s < gl_NumSubgroups; s++) other_dot += subgroup_dots[partner_of(r) * MMAX + m][s];
       if (A_NORM != 0u) {
         float row_squares = 0.0;
         for (uint s = 0u; s < gl_NumSubgroups; s++) row_squares += subgroup_dots[RN * MMAX + m][s];
-        dot *= inverse_rms(row_squares);
-        other_dot *= inverse_rms(row_squares);
+        float scale = inverse_rms(row_squares);
+        dot *= scale;
+        other_dot *= scale;
       }
       if (m < p.M && column_exists(n0, r)) write_dot(o_base, m, n0, r, dot, other_dot);
     }

@@ -46,7 +46,6 @@ uvec2 turns_of(float f) {
   return (bits >> 31) != 0u ? negated(g) : g;
 }
 
-
 /* sin and cos of z for |z| <= pi/4 (Taylor series, error < 2e-9). */
 vec2 sincos_small(float z) {
   float z2 = z * z;
