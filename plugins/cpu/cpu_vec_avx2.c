@@ -22,6 +22,8 @@
 #define VEC_BF16_TO_F32(h) ((vf)cpu_avx2_bf16_to_f32((__m128i)(h)))
 #define VEC_F32_TO_BF16(v) ((vh)cpu_avx2_f32_to_bf16((__m256)(v)))
 #define VEC_F32X2_TO_BF16(a, b) ((vh2)cpu_avx2_f32x2_to_bf16((__m256)(a), (__m256)(b)))
+#define VEC_LOW_TO_F64(v) ((vd)_mm256_cvtps_pd(_mm256_castps256_ps128((__m256)(v))))
+#define VEC_HIGH_TO_F64(v) ((vd)_mm256_cvtps_pd(_mm256_extractf128_ps((__m256)(v), 1)))
 /* blendvps picks by the sign bit of its mask */
 #define VEC_SELECT_SIGN(x, a, b) ((vf)_mm256_blendv_ps((__m256)(b), (__m256)(a), (__m256)(x)))
 #define VEC_TABLE cpu_vec_avx2
