@@ -240,9 +240,11 @@ check-now: all test-programs $(if $(filter 1 thread,$(SANITIZE)),,fuzz-build) $(
 # Memcheck: an invalid access, a use of an uninitialised value, or a block
 # definitely or indirectly lost fails the program. Possibly lost blocks are
 # not errors: Mesa's Vulkan layer and lavapipe keep some after the vulkan
-# plugin's probe. No suppressions: on Debian 12 (valgrind 3.19) nothing
-# else is reported.
+# plugin's probe. One suppression (tests/valgrind.supp): ld.so's own
+# strncmp reading whole words of a RUNPATH; on Debian 12 (valgrind 3.19)
+# nothing else is reported.
 VALGRIND := valgrind --error-exitcode=1 --leak-check=full --quiet \
+            --suppressions=tests/valgrind.supp \
             --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
 
 # Emulated devices (lavapipe's JIT) are left out: under valgrind they take
