@@ -4,7 +4,7 @@
  * Each tensor is bound from its byte offset rounded down to the device's
  * minStorageBufferOffsetAlignment, over just the bytes it spans, so element
  * indices in a kernel stay 32-bit and relative to the tensor. Slots an op
- * leaves empty get a small dummy buffer; slot 8 is always the error word.
+ * leaves empty get a small dummy buffer; binding 8 is always the error word.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@ void vk_call_init(vk_call *call, gllmk_plugin_device *dev, vk_kernel kernel, int
   call->key.workgroup_size = workgroup_size;
   call->key.dtype = (uint32_t)dtype;
   call->key.dtype_out = (uint32_t)dtype;
-  for (uint32_t i = 0; i < VK_TENSOR_BINDINGS; i++)
+  for (uint32_t i = 0; i < VK_BINDINGS; i++)
     call->bindings[i] = (VkDescriptorBufferInfo){dev->null_buffer.buffer, 0, VK_WHOLE_SIZE};
 }
 
@@ -132,8 +132,8 @@ gllmk_status vk_call_run(vk_call *call, const void *push, uint32_t push_size, ui
 
   VkDescriptorBufferInfo infos[VK_BINDINGS];
   memcpy(infos, call->bindings, sizeof call->bindings);
-  infos[VK_TENSOR_BINDINGS] = (VkDescriptorBufferInfo){dev->error_word.buffer, 0, VK_WHOLE_SIZE};
-  /* One write covers the consecutive bindings 0..8. */
+  infos[VK_ERROR_BINDING] = (VkDescriptorBufferInfo){dev->error_word.buffer, 0, VK_WHOLE_SIZE};
+  /* One write covers the consecutive bindings 0..10. */
   VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                             .dstSet = set,
                             .dstBinding = 0,

@@ -205,8 +205,11 @@ struct gllmk_plugin_memory {
 #define VK_IDLE_SUBMIT_MIN 4        /* dispatches worth a submit while the device idles */
 #define VK_POLL_SECONDS 0.02        /* a wait polls this long, then blocks */
 #define VK_ARENA_BYTES (8u << 20)   /* host-visible upload/readback space per frame */
-#define VK_BINDINGS 9               /* 8 tensors + the error word */
-#define VK_TENSOR_BINDINGS 8
+/* Storage buffers of every launch: the op's tensors at 0..7, 9 and 10, the
+ * device's error word at 8 (kernels/common.glsl; bindings 9 and 10 came
+ * later, for matmul_gemv.comp's kv). */
+#define VK_BINDINGS 11
+#define VK_ERROR_BINDING 8
 
 typedef struct vk_frame {
   VkCommandPool command_pool;
@@ -362,7 +365,7 @@ void vk_pipelines_destroy(gllmk_plugin_device *dev);
 typedef struct vk_call {
   gllmk_plugin_device *dev;
   vk_pipeline_key key;
-  VkDescriptorBufferInfo bindings[VK_TENSOR_BINDINGS];
+  VkDescriptorBufferInfo bindings[VK_BINDINGS]; /* VK_ERROR_BINDING's is set at the launch */
   gllmk_status status; /* first problem met while binding; reported by vk_call_run */
   char message[160];
 } vk_call;

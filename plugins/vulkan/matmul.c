@@ -28,10 +28,12 @@ typedef struct vk_matmul_push {
   uint32_t out_offset, ldo, out_batch_stride;
   uint32_t bias_offset, has_bias;
   float alpha, beta;
-  /* matmul_gemv.comp's FUSE: a_norm's eps, the rope on the output */
+  /* matmul_gemv.comp's FUSE: a_norm's eps, the rope on the output, kv */
   float a_norm_eps;
   uint32_t rope_dim, rope_head_dim, rope_columns, pos_offset, pos_stride, freq_offset;
+  uint32_t kv_first, kv_width, kc_offset, vc_offset, slots_offset, kv_capacity;
 } vk_matmul_push;
+_Static_assert(sizeof(vk_matmul_push) <= 128, "the pipeline layout's push constants");
 
 /* Tile of the plain kernel: BM x BN outputs, BK deep, TM x TN per invocation. */
 enum { VK_MM_BM = 64, VK_MM_BN = 64, VK_MM_BK = 16, VK_MM_TM = 4, VK_MM_TN = 4 };
@@ -39,7 +41,7 @@ enum { VK_MM_BM = 64, VK_MM_BN = 64, VK_MM_BK = 16, VK_MM_TM = 4, VK_MM_TN = 4 }
  * [N, K]; K in KSPLIT slices for b [K, N]. */
 enum { VK_GEMV_M = 4, VK_GEMV_RN = 4, VK_GEMV_KSPLIT = 4, VK_GEMV_GROUP = 256 };
 /* matmul_gemv.comp's FUSE bits */
-enum { VK_GEMV_A_NORM = 1, VK_GEMV_ROPE = 2, VK_GEMV_INV_FREQ = 4, VK_GEMV_GLU = 8 };
+enum { VK_GEMV_A_NORM = 1, VK_GEMV_ROPE = 2, VK_GEMV_INV_FREQ = 4, VK_GEMV_GLU = 8, VK_GEMV_KV = 16 };
 
 /* Fills the push constants common to matmul.comp and matmul_gemv.comp and
  * binds out (0), a (1), b (2) and bias (3). */
@@ -110,6 +112,16 @@ static gllmk_status vk_matmul_gemv(gllmk_plugin_device *dev, const gllmk_matmul_
   /* glu: out's N columns, of b's 2 N rows; a workgroup's RN dot products
    * are RN / 2 gate columns and their up columns */
   if (args->glu == GLLMK_GLU_SWIGLU) fuse |= VK_GEMV_GLU;
+  if (args->kv_k_cache) {
+    const gllmk_tensor *kc = args->kv_k_cache;
+    fuse |= VK_GEMV_KV;
+    p.kv_first = (uint32_t)args->kv_first;
+    p.kv_width = vk_call_u32(&call, kc->shape[2] * kc->shape[3], "kv's width");
+    p.kv_capacity = vk_call_u32(&call, kc->shape[0] * kc->shape[1], "the cache's slot count");
+    p.slots_offset = vk_call_tensor(&call, 7, args->kv_slots);
+    p.kc_offset = vk_call_tensor(&call, 9, kc);
+    p.vc_offset = vk_call_tensor(&call, 10, args->kv_v_cache);
+  }
   const uint32_t spec[VK_MAX_SPEC_EXTRA] = {p.M, VK_GEMV_RN, VK_GEMV_KSPLIT, vectors, fuse};
   memcpy(call.key.extra, spec, sizeof spec);
   uint64_t per_group = !nk                  ? VK_GEMV_GROUP / VK_GEMV_KSPLIT
@@ -323,16 +335,15 @@ static int vk_coopmat_kind(const vk_physical *phys, int32_t dtype) {
 }
 
 gllmk_status vk_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
-  if (args->kv_k_cache)
-    return vk_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the vulkan backend has no kv");
   int32_t nd = args->a->ndim;
   int64_t M = args->a->shape[nd - 2], N = args->out->shape[nd - 1];
-  /* a_norm, rope and glu: in the GEMV's reduction (decode), where they
+  /* a_norm, rope, glu and kv: in the GEMV's reduction (decode), where they
    * save a pass and a launch */
-  if ((args->a_norm != GLLMK_A_NORM_NONE || args->rope_dim != 0 || args->glu != GLLMK_GLU_NONE) &&
+  if ((args->a_norm != GLLMK_A_NORM_NONE || args->rope_dim != 0 || args->glu != GLLMK_GLU_NONE ||
+       args->kv_k_cache) &&
       (M > VK_GEMV_M || args->b_layout != GLLMK_B_NK))
     return vk_host->fail(GLLMK_ERR_UNSUPPORTED,
-                         "gllmk_matmul: the vulkan backend takes a_norm, rope and glu only with b "
+                         "gllmk_matmul: the vulkan backend takes a_norm, rope, glu and kv only with b "
                          "as [N, K] and at most %d rows of a", VK_GEMV_M);
   if (M <= VK_GEMV_M) return vk_matmul_gemv(dev, args);
   int kind = vk_coopmat_kind(dev->phys, args->a->dtype);

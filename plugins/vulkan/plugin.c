@@ -275,7 +275,7 @@ static int vk_examine(VkPhysicalDevice pd, vk_physical *phys, char *why, size_t 
   }
 
   /* The kernels' workgroups (up to 256 invocations, 28 KiB of shared memory)
-   * and the one descriptor set layout (9 storage buffers). */
+   * and the one descriptor set layout (11 storage buffers). */
   const VkPhysicalDeviceLimits *lim = &props.properties.limits;
   if (lim->maxPerStageDescriptorStorageBuffers < VK_BINDINGS || lim->maxPushConstantsSize < 128 ||
       lim->maxComputeWorkGroupInvocations < 256 || lim->maxComputeSharedMemorySize < 32768) {

@@ -85,7 +85,7 @@ static gllmk_status vk_capture_hold_scratch(gllmk_plugin_device *dev,
 gllmk_status vk_capture_set(gllmk_plugin_device *dev, const VkDescriptorBufferInfo *bindings,
                             VkDescriptorSet *out_set) {
   gllmk_plugin_recording *rec = dev->capture;
-  for (uint32_t i = 0; i < VK_TENSOR_BINDINGS; i++) {
+  for (uint32_t i = 0; i < VK_BINDINGS; i++) {
     VkBuffer b = bindings[i].buffer;
     if (b == dev->arena.buffer)
       return vk_host->fail(GLLMK_ERR_UNSUPPORTED,

@@ -17,7 +17,12 @@
  * else the host's table of turns, binding 5). FUSE_GLU, the API's glu: out
  * has N = p.N columns and b 2 N rows; a workgroup's first RN / 2 dot products
  * are gate columns, the others their up columns (N further), and each
- * output is silu(gate) * up. */
+ * output is silu(gate) * up. FUSE_KV, the API's kv: out's columns
+ * [kv_first, kv_first + kv_width) of row m also go to the k cache (binding 9)
+ * at slot slots[m] (binding 7), the kv_width after them to the v cache
+ * (binding 10), as kv_append writes them: the values out receives, after the
+ * rope; a negative slot is skipped, one past the cache too (raising
+ * ERR_KV_APPEND_SLOT once per row). */
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -26,9 +31,9 @@ layout(constant_id = 5) const uint RN = 4;     /* outputs n per workgroup (VARIA
 layout(constant_id = 6) const uint KSPLIT = 4; /* slices of K (VARIANT 1) */
 layout(constant_id = 7) const uint VECTORS = 0;
 layout(constant_id = 8) const uint FUSE = 0;
-const uint FUSE_A_NORM = 1u, FUSE_ROPE = 2u, FUSE_INV_FREQ = 4u, FUSE_GLU = 8u;
+const uint FUSE_A_NORM = 1u, FUSE_ROPE = 2u, FUSE_INV_FREQ = 4u, FUSE_GLU = 8u, FUSE_KV = 16u;
 const uint A_NORM = FUSE & FUSE_A_NORM; /* 0 or 1 */
-const bool ROPE = (FUSE & FUSE_ROPE) != 0u, GLU = (FUSE & FUSE_GLU) != 0u;
+const bool ROPE = (FUSE & FUSE_ROPE) != 0u, GLU = (FUSE & FUSE_GLU) != 0u, KV = (FUSE & FUSE_KV) != 0u;
 const uint OUTS = GLU ? RN / 2u : RN; /* out columns of a workgroup's RN dot products */
 
 FLOAT_OUT(dst, 0, DTYPE)
@@ -38,6 +43,9 @@ FLOAT_IN(bias, 3, DTYPE)
 INT_IN(pos, 4)
 layout(std430, binding = 5) readonly buffer Turns { uvec2 turns_per_position[]; }; /* (lo, hi) */
 layout(std430, binding = 6) readonly buffer InvFreq { float inv_freq[]; };
+INT_IN(slots, 7)
+FLOAT_OUT(kc, 9, DTYPE) /* binding 8 is the error word */
+FLOAT_OUT(vc, 10, DTYPE)
 
 layout(push_constant) uniform Push {
   uint M, N, K, batch;
@@ -49,6 +57,7 @@ layout(push_constant) uniform Push {
   float a_norm_eps;                     /* FUSE_A_NORM */
   uint rope_dim, rope_head_dim, rope_columns; /* FUSE_ROPE */
   uint pos_offset, pos_stride, freq_offset;
+  uint kv_first, kv_width, kc_offset, vc_offset, slots_offset, kv_capacity; /* FUSE_KV */
 } p;
 
 #include "rope_turns.glsl"
@@ -69,16 +78,35 @@ float product_of(uint n, float dot) {
   return v;
 }
 
-void write_out(uint o_base, uint m, uint n, float dot) {
-  uint o = o_base + m * p.ldo + n;
+/* With FUSE_KV: out's value v of column n of row m into its cache too. */
+void store_kv(uint m, uint n, float v) {
+  if (n < p.kv_first || n - p.kv_first >= 2u * p.kv_width) return;
+  uint c = n - p.kv_first;
+  int slot = slots_i32[p.slots_offset + m];
+  if (slot < 0) return;
+  if (uint(slot) >= p.kv_capacity) {
+    if (c == 0u) raise_error(ERR_KV_APPEND_SLOT, slot, int(p.kv_capacity));
+    return;
+  }
+  if (c < p.kv_width) kc_store(p.kc_offset + uint(slot) * p.kv_width + c, v);
+  else vc_store(p.vc_offset + uint(slot) * p.kv_width + c - p.kv_width, v);
+}
+
+void write_out(uint o_base, uint m, uint n, float v) {
+  dst_store(o_base + m * p.ldo + n, v);
+  if (KV) store_kv(m, n, v);
+}
+
+/* alpha * dot (+ bias) + beta * out of column n of row m. */
+float plain_value(uint o_base, uint m, uint n, float dot) {
   float v = product_of(n, dot);
-  if (p.beta != 0.0) v += p.beta * dst_load(o);
-  dst_store(o, v);
+  if (p.beta != 0.0) v += p.beta * dst_load(o_base + m * p.ldo + n);
+  return v;
 }
 
 /* With FUSE_ROPE (beta = 0): column n of row m from its dot product and
  * that of its pair's other column, turned where n is a rope column. */
-void write_turned(uint o_base, uint m, uint n, float dot, float other_dot) {
+float turned_value(uint m, uint n, float dot, float other_dot) {
   float v = product_of(n, dot);
   uint i = n % p.rope_head_dim;
   if (n < p.rope_columns && i < p.rope_dim) {
@@ -88,7 +116,7 @@ void write_turned(uint o_base, uint m, uint n, float dot, float other_dot) {
     float other = product_of(n ^ 1u, other_dot);
     v = (n & 1u) == 0u ? turned(v, other, sc).x : turned(other, v, sc).y;
   }
-  dst_store(o_base + m * p.ldo + n, v);
+  return v;
 }
 
 /* b's row (the product's column) of dot product r of the workgroup at out
@@ -108,9 +136,9 @@ void write_dot(uint o_base, uint m, uint n0, uint r, float dot, float partner_do
       dst_store(o_base + m * p.ldo + n0 + r, gate * sigmoid(gate) * up);
     }
   } else if (ROPE) {
-    write_turned(o_base, m, n0 + r, dot, partner_dot);
+    write_out(o_base, m, n0 + r, turned_value(m, n0 + r, dot, partner_dot));
   } else {
-    write_out(o_base, m, n0 + r, dot);
+    write_out(o_base, m, n0 + r, plain_value(o_base, m, n0 + r, dot));
   }
 }
 
@@ -223,7 +251,7 @@ void gemv_kn(uint bz) {
       if (slice == 0u && n < p.N && m < p.M) {
         float dot = 0.0;
         for (uint s = 0u; s < KSPLIT; s++) dot += partial[s * lanes_n + ln];
-        write_out(o_base, m, n, dot);
+        write_out(o_base, m, n, plain_value(o_base, m, n, dot));
       }
     }
   }
