@@ -90,12 +90,12 @@ def test_trace_of_generation(ctx, tmp_path):
     # rmsnorm in both forms of a forward (docs/generator.md): the final norm
     # when the norms are inside the matmuls (cpu; vulkan at up to 4 rows, as
     # this 3-token prompt and its decode step are), the first layer's else.
-    # The cpu turns q and k inside the q/k/v matmul too (matmul's rope),
-    # copies k and v into the caches there (matmul's kv) and joins gate and up
-    # inside theirs (matmul's glu): no rope, kv_append or swiglu; vulkan does
-    # the rope and glu, not kv.
+    # The cpu and vulkan turn q and k inside the q/k/v matmul too (matmul's
+    # rope), copy k and v into the caches there (matmul's kv) and join gate and
+    # up inside theirs (matmul's glu): no rope, kv_append or swiglu.
     assert {"embedding", "matmul", "paged_attention", "rmsnorm"} <= names
-    fused_here = {"cpu": {"rope", "kv_append", "swiglu"}, "vulkan": {"rope", "swiglu"}}
+    fused = {"rope", "kv_append", "swiglu"}
+    fused_here = {"cpu": fused, "vulkan": fused}
     for op in ("rope", "kv_append", "swiglu"):
         assert (op in names) == (op not in fused_here.get(ctx.backend, set())), op
 
