@@ -43,6 +43,7 @@ enum {
 /* cuFuncSetAttribute */
 enum {
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+  CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9,
 };
 
 /* cuLaunchKernelEx: a kernel may start while the one ahead of it in the

@@ -6,7 +6,8 @@
  * gemv_nk does those, cuda_matmul_supports refuses them for the other
  * kernels). It fills a cuda_matmul_params (kernels/cuda_params.h) and
  * picks a kernel from kernels/matmul.cu: gemv for one row, skinny
- * (mma.sync fed from registers) for up to 64 rows, wgmma with TMA
+ * (mma.sync fed from registers) for up to 64 rows, or on Hopper from 17
+ * rows skinny_wgmma (b streamed by TMA as wgmma's M), wgmma with TMA
  * descriptors on Hopper (sm_90a), mma.sync on sm_80+, SIMT otherwise, then
  * enqueues it on the context's stream. From below it uses launch.h's
  * helpers, cuda_launch (device.c) and the driver's cuTensorMapEncodeTiled
@@ -27,6 +28,7 @@ _Static_assert(CUDA_F16_BF16_PAIRS(matmul_mma, nk, kn), "kernels.def: matmul_mma
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_wgmma, n128, n256), "kernels.def: matmul_wgmma_{f16,bf16}_n{128,256} order");
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_skinny, m1, m2) && CUDA_F16_BF16_PAIRS(matmul_skinny, m2, m4),
                "kernels.def: matmul_skinny_{f16,bf16}_m{1,2,4} order");
+_Static_assert(CUDA_F16_BF16_PAIRS(matmul_skinny_wgmma, m32, m64), "kernels.def: matmul_skinny_wgmma order");
 _Static_assert(CK_matmul_skinny_fused_bf16_m1 == CK_matmul_skinny_fused_f16_m1 + 1,
                "kernels.def: matmul_skinny_fused_{f16,bf16}_m1 order");
 
@@ -52,6 +54,12 @@ static int64_t matrix_batch_stride(const gllmk_tensor *t) {
 /* Whether the call asks for a_norm, rope, kv or glu. */
 static int fuses(const cuda_matmul_params *p) { return p->a_rms || p->rope_dim || p->glu || p->kv_k_cache; }
 
+/* Whether matmul_skinny_wgmma takes a call of matmul_skinny's (TMA
+ * descriptors permitting): on Hopper, 17 to 64 rows without fusions. */
+static int runs_skinny_wgmma(const gllmk_plugin_device *dev, const cuda_matmul_params *p) {
+  return dev->wgmma && p->m > 16 && !fuses(p);
+}
+
 /* matmul_skinny for M <= 64 rows: blocks of GK_MATMUL_SKINNY_BN columns,
  * and while those are fewer than the CUDA_SKINNY_BLOCKS_PER_SM per
  * multiprocessor that can run at once, K split among as many blocks as
@@ -59,7 +67,14 @@ static int fuses(const cuda_matmul_params *p) { return p->a_rms || p->rope_dim |
  * multiprocessor streams b. One split more would start a second wave, in
  * which a few blocks run alone as long as the whole first one took (q/k/v
  * at 32 rows: 48 tiles, 6 splits were 288 blocks for 264 places). The
- * partial buffer holds twice the blocks of a wave. */
+ * partial buffer holds twice the blocks of a wave. matmul_skinny_wgmma
+ * splits K only until its tiles fill one block a multiprocessor: each of
+ * its blocks keeps 80 KB of b in flight through TMA, and every split adds
+ * its partial tile and the last block's sum to the kernel's end (on an
+ * H200 at 32 rows, as many splits as fill two blocks a multiprocessor took
+ * q/k/v 22.7 us, o 21.1 and down 41.2, one block 19.1, 15.0 and 35.3;
+ * decode of 32 sequences 4700 against 5080 tok/s). Where TMA cannot
+ * describe the operands, matmul_skinny runs with those splits. */
 static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_params *p, int32_t dtype) {
   cuda_matmul_skinny_params sp;
   memset(&sp, 0, sizeof sp);
@@ -68,7 +83,8 @@ static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_pa
   sp.counters = dev->arrivals;
   /* with glu a block takes BN / 2 gate columns and their up columns */
   const int64_t tiles = p->glu ? ceil_div(p->n / 2, GK_MATMUL_SKINNY_BN / 2) : ceil_div(p->n, GK_MATMUL_SKINNY_BN);
-  const int64_t wanted = (int64_t)CUDA_SKINNY_BLOCKS_PER_SM * dev->multiprocessors;
+  const int wgmma = runs_skinny_wgmma(dev, p);
+  const int64_t wanted = (int64_t)(wgmma ? 1 : CUDA_SKINNY_BLOCKS_PER_SM) * dev->multiprocessors;
   int64_t splits = 1;
   if (tiles < wanted && tiles <= GK_ARRIVAL_COUNTERS) {
     const int64_t most = p->k / 512 > 1 ? p->k / 512 : 1;
@@ -76,6 +92,17 @@ static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_pa
   }
   sp.k_split = ceil_div(ceil_div(p->k, splits), GK_MATMUL_SKINNY_KSTEP) * GK_MATMUL_SKINNY_KSTEP;
   sp.splits = (int32_t)ceil_div(p->k, sp.k_split);
+  if (wgmma) {
+    cuda_matmul_skinny_tma_params tp;
+    const int bm = p->m <= 32 ? 32 : 64;
+    if (describe_for_tma(&tp.a_map, dtype, p->a, p->k, p->m, 1, p->lda, p->a_batch_stride, (uint32_t)bm) &&
+        describe_for_tma(&tp.b_map, dtype, p->b, p->k, p->n, 1, p->ldb, 0, GK_MATMUL_SKINNY_BN)) {
+      tp.s = sp;
+      return cuda_launch(dev, CK_matmul_skinny_wgmma_f16_m32 + (dtype == GLLMK_BF16) + 2 * (bm == 64),
+                         (uint32_t)tiles, (uint32_t)sp.splits, 1, GK_MATMUL_SKINNY_WGMMA_THREADS,
+                         GK_MATMUL_SKINNY_WGMMA_SMEM(bm), &tp);
+    }
+  }
   const int rows = p->m <= 16 ? 0 : p->m <= 32 ? 1 : 2; /* 16, 32 or 64 rows */
   const int first = fuses(p) ? CK_matmul_skinny_fused_f16_m1 : CK_matmul_skinny_f16_m1; /* fused: rows 0 */
   return cuda_launch(dev, first + (dtype == GLLMK_BF16) + 2 * rows, (uint32_t)tiles, (uint32_t)sp.splits, 1,

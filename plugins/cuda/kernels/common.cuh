@@ -228,20 +228,36 @@ __device__ __forceinline__ void rope_angle(double pos, double frequency, float &
 
 /* ---------------------------------------------------------- split work */
 
+/* Named barrier `id` (1-15; 0 is __syncthreads') of `threads` threads:
+ * sync waits for the others, arrive only counts this warp in. */
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 /* Whether this block is the last of `expected` to reach counters[index]
  * (then it resets the counter to 0 for the next launch), for every thread.
  * What the blocks wrote before arriving is visible to the last one, which
- * should read it with __ldcg (L2), not through its L1. */
-__device__ __forceinline__ bool last_to_arrive(uint64_t counters, int64_t index, int expected) {
+ * should read it with __ldcg (L2), not through its L1. Every thread of the
+ * block calls it, or, with a named barrier (1-15), the block's first
+ * `threads` (a warp-specialized kernel's consumers, whose loader has left). */
+__device__ __forceinline__ bool last_to_arrive(uint64_t counters, int64_t index, int expected, int barrier = 0,
+                                               int threads = 0) {
   __shared__ int is_last;
+  auto sync = [&]() {
+    if (barrier) named_barrier_sync(barrier, threads);
+    else __syncthreads();
+  };
   __threadfence();
-  __syncthreads();
+  sync();
   if (threadIdx.x == 0) {
     int *counter = ptr_at<int>(counters, index);
     is_last = atomicAdd(counter, 1) == expected - 1;
     if (is_last) *counter = 0;
   }
-  __syncthreads();
+  sync();
   const bool last = is_last;
   if (last) __threadfence();
   return last;

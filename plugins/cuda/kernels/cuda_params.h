@@ -155,6 +155,15 @@ typedef struct cuda_matmul_tma_params {
   cuda_matmul_params p;
 } cuda_matmul_tma_params;
 
+/* matmul_skinny_wgmma (sm_90a): matmul_skinny's tiles and K splits, with b
+ * (the weights) described for TMA in boxes of GK_MATMUL_SKINNY_BN rows x
+ * 64 and a in boxes of bm (32 or 64) rows x 64, both (K, rows, 1) with the
+ * 128-byte swizzle. */
+typedef struct cuda_matmul_skinny_tma_params {
+  cuda_tensor_map a_map, b_map;
+  cuda_matmul_skinny_params s;
+} cuda_matmul_skinny_tma_params;
+
 /* attention and paged_attention. Rows of D elements: q and out rows are
  * (token, q head); k and v rows are (sequence position, kv head) for
  * contiguous attention and (cache slot, kv head) when paged. Tokens are
@@ -247,6 +256,13 @@ typedef struct cuda_sample_params {
 /* A split's partial: its tile of bm x BN f32 sums, then the bm rows' sums
  * of a's squares (a_rms). */
 #define GK_MATMUL_SKINNY_SLOT_FLOATS(bm) ((bm) * (GK_MATMUL_SKINNY_BN + 1))
+/* matmul_skinny_wgmma: two multiplying warpgroups and a loading warp, and
+ * as many stages of b (128 x 64) and a (bm x 64) as fit in 100 KiB (5 at
+ * bm = 32, 4 at 64), so that two blocks share a multiprocessor. */
+#define GK_MATMUL_SKINNY_WGMMA_THREADS 288
+#define GK_MATMUL_SKINNY_WGMMA_STAGES(bm) ((100 * 1024) / ((GK_MATMUL_SKINNY_BN + (bm)) * 64 * 2))
+#define GK_MATMUL_SKINNY_WGMMA_SMEM(bm) \
+  (GK_MATMUL_SKINNY_WGMMA_STAGES(bm) * ((GK_MATMUL_SKINNY_BN + (bm)) * 64 * 2 + 16) + 1024)
 #define GK_GEMV_NK_OUTPUTS 8   /* warps per block (an output each, or a pair) */
 #define GK_GEMV_KN_OUTPUTS 64
 #define GK_ARRIVAL_COUNTERS 4096 /* tiles or rows that can be split at once */

@@ -1080,3 +1080,151 @@ GK_WGMMA_KERNEL(f16, 128)
 GK_WGMMA_KERNEL(bf16, 128)
 GK_WGMMA_KERNEL(f16, 256)
 GK_WGMMA_KERNEL(bf16, 256)
+
+/* --------------------------------------- skinny GEMM with wgmma (sm_90a) */
+
+/* One k16 step of a warpgroup's 64 columns of b x BM rows of a. */
+template <class T, int BM>
+__device__ __forceinline__ void skinny_wgmma_step(float (&acc)[BM / 2], uint64_t desc_b, uint64_t desc_a) {
+  if constexpr (BM == 32) wgmma_m64n32k16_ss(acc, desc_b, desc_a, 1, (T *)nullptr);
+  else wgmma_m64n64k16_ss(acc, desc_b, desc_a, 1, (T *)nullptr);
+}
+
+/* matmul_skinny's work (decode batches of 17 to 64 rows, b as [N, K]) on
+ * Hopper with the operands swapped: b's rows, the weights, are wgmma's M
+ * (64 a warpgroup) and a's rows its N (BM = 32 or 64), so that TMA streams
+ * b into a ring of stages in shared memory and the tensor cores read it
+ * there. matmul_skinny instead loads b into every lane's registers, and at
+ * 32 rows issued about 1.8x the instructions a byte of the one-row GEMV
+ * (a's fragments, bounds, barriers), holding it near 55-70% of copy.
+ * Blocks as matmul_skinny's: GK_MATMUL_SKINNY_BN columns of out (blockIdx.x)
+ * and a share of K (blockIdx.y, k_split), the last split to finish summing
+ * the partial tiles in split order. Warpgroups 0 and 1 multiply 64 columns
+ * each, one thread of the warp after them loads (a warp, not a warpgroup:
+ * two blocks of 288 threads leave a multiprocessor's threads 113 registers
+ * each, where 384 left 80 and the 64-row kernel spilled). A thread's accumulators
+ * hold out's (row, column) = (8 j + 2 (lane % 4) + e, 16 warp + lane / 4 +
+ * 8 h) of its warpgroup's 64 columns at acc[4 j + 2 h + e]. */
+template <class T, int BM> __device__ void matmul_skinny_wgmma_impl(const cuda_matmul_skinny_tma_params &P) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const cuda_matmul_skinny_params &S = P.s;
+  const cuda_matmul_params &p = S.p;
+  constexpr int BN = GK_MATMUL_SKINNY_BN, STAGES = GK_MATMUL_SKINNY_WGMMA_STAGES(BM);
+  constexpr int B_BYTES = BN * WG_BK * 2, STAGE_BYTES = B_BYTES + BM * WG_BK * 2;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char *ring = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint64_t *full = reinterpret_cast<uint64_t *>(ring + STAGES * STAGE_BYTES);
+  uint64_t *empty = full + STAGES;
+  const int warpgroup = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int64_t tile = blockIdx.x, split = blockIdx.y;
+  const int k_first = (int)(split * S.k_split / WG_BK);
+  const int passes = (int)((min(p.k, (split + 1) * S.k_split) - split * S.k_split + WG_BK - 1) / WG_BK);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; s++) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], 2);
+    }
+  }
+  __syncthreads();
+
+  if (warpgroup == 2) { /* loader */
+    if (threadIdx.x == 256) {
+      for (int i = 0; i < passes; i++) {
+        const int s = i % STAGES;
+        if (i >= STAGES) mbarrier_wait(&empty[s], ((i / STAGES) & 1) ^ 1);
+        unsigned char *bs = ring + s * STAGE_BYTES;
+        mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);
+        tma_load_3d(bs, &P.b_map, (k_first + i) * WG_BK, (int)(tile * BN), 0, &full[s]);
+        tma_load_3d(bs + B_BYTES, &P.a_map, (k_first + i) * WG_BK, 0, 0, &full[s]);
+      }
+    }
+    return;
+  }
+
+  const int slice = warpgroup; /* columns 64 slice .. 64 slice + 63 of the tile */
+  float acc[BM / 2];
+#pragma unroll
+  for (int i = 0; i < BM / 2; i++) acc[i] = 0.0f;
+  for (int i = 0; i < passes; i++) {
+    const int s = i % STAGES;
+    mbarrier_wait(&full[s], (i / STAGES) & 1);
+    const unsigned char *bs = ring + s * STAGE_BYTES, *as = bs + B_BYTES;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < WG_BK / 16; kk++)
+      skinny_wgmma_step<T, BM>(acc, wgmma_descriptor(bs + slice * 64 * 128 + 32 * kk), wgmma_descriptor(as + 32 * kk));
+    wgmma_commit();
+    wgmma_wait<1>(); /* the previous stage's products are done: hand it back */
+    if (i > 0 && (threadIdx.x & 127) == 0) mbarrier_arrive(&empty[(i - 1) % STAGES]);
+  }
+  wgmma_wait<0>();
+  wgmma_fence_registers(acc);
+
+  const int g = lane >> 2, t = lane & 3;
+  /* f(accumulator pair, its first row, column in the tile): the pair is
+   * rows r and r + 1 of one column */
+  auto each_pair = [&](auto f) {
+#pragma unroll
+    for (int j = 0; j < BM / 8; j++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) f(&acc[4 * j + 2 * h], 8 * j + 2 * t, 64 * slice + 16 * warp + g + 8 * h);
+  };
+  if (S.splits > 1) { /* hand the tile to the last split to finish; partials column-major */
+    float *partial = ptr_at<float>(S.partial, 0);
+    const int64_t slot = (tile * S.splits + split) * GK_MATMUL_SKINNY_SLOT_FLOATS(64);
+    each_pair([&](float *v, int r, int c) {
+      *reinterpret_cast<float2 *>(partial + slot + c * BM + r) = make_float2(v[0], v[1]);
+    });
+    if (!last_to_arrive(S.counters, tile, S.splits, 1, 256)) return;
+    each_pair([&](float *v, int, int) { v[0] = v[1] = 0.0f; });
+    /* GROUP splits' loads in flight at once, then their sums in split order
+     * (the same bits every run): one split after another, the reads took an
+     * L2 round trip each at the kernel's end */
+    constexpr int GROUP = BM == 32 ? 4 : 2;
+    for (int first = 0; first < S.splits; first += GROUP) {
+      float2 part[GROUP][BM / 4];
+#pragma unroll
+      for (int u = 0; u < GROUP; u++) {
+        const int64_t from = (tile * S.splits + first + u) * GK_MATMUL_SKINNY_SLOT_FLOATS(64);
+        float2 *mine = part[u];
+        each_pair([&](float *v, int r, int c) {
+          const float2 zero = make_float2(0.0f, 0.0f);
+          mine[(v - acc) / 2] = first + u < S.splits ? __ldcg(reinterpret_cast<const float2 *>(partial + from + c * BM + r)) : zero;
+        });
+      }
+#pragma unroll
+      for (int u = 0; u < GROUP; u++)
+        each_pair([&](float *v, int, int) {
+          v[0] += part[u][(v - acc) / 2].x;
+          v[1] += part[u][(v - acc) / 2].y;
+        });
+    }
+  }
+  T *out = ptr_at<T>(p.out, 0);
+  const T *bias = bias_of<T>(p);
+  float old[BM / 2] = {}; /* beta's old outputs, all asked for before any store (matmul_skinny says why) */
+  if (p.beta != 0.0f)
+    each_pair([&](float *v, int r, int c) {
+      float *o = old + (v - acc);
+      const int64_t n = tile * BN + c;
+#pragma unroll
+      for (int e = 0; e < 2; e++)
+        if (r + e < p.m && n < p.n) o[e] = to_f32(out[(r + e) * p.ldo + n]);
+    });
+  each_pair([&](float *v, int r, int c) {
+    const int64_t n = tile * BN + c;
+    const float *o = old + (v - acc);
+#pragma unroll
+    for (int e = 0; e < 2; e++)
+      if (r + e < p.m && n < p.n) store1(out + (r + e) * p.ldo + n, epilogue_of(p, o[e], bias, n, v[e]));
+  });
+#endif
+}
+
+#define GK_SKINNY_WGMMA_KERNEL(dname, bm)                                                           \
+  GK_ENTRY(__launch_bounds__(GK_MATMUL_SKINNY_WGMMA_THREADS, 2), gk_matmul_skinny_wgmma_##dname##_m##bm, \
+           __grid_constant__ cuda_matmul_skinny_tma_params, matmul_skinny_wgmma_impl<dname, bm>(p))
+GK_SKINNY_WGMMA_KERNEL(f16, 32)
+GK_SKINNY_WGMMA_KERNEL(bf16, 32)
+GK_SKINNY_WGMMA_KERNEL(f16, 64)
+GK_SKINNY_WGMMA_KERNEL(bf16, 64)

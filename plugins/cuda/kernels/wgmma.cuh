@@ -1,8 +1,8 @@
 /*
  * wgmma.cuh - Hopper warpgroup matrix multiply (sm_90a only): shared-memory
  * matrix descriptors, wgmma.mma_async m64nNk16 with f32 accumulators, A
- * from shared memory (N = 64, 128, 256) or from registers (N = 64, 128,
- * 256), TMA loads, mbarriers, named barriers and setmaxnreg. Each of the
+ * from shared memory (N = 32, 64, 128, 256) or from registers (N = 64, 128,
+ * 256), TMA loads, mbarriers and setmaxnreg. Each of the
  * 128 threads of a warpgroup holds N / 2 accumulators: for n8
  * chunk j, d[4j], d[4j+1] are row 16 w + lane / 4 (w = warp in the group),
  * columns 8 j + 2 (lane % 4) + {0, 1}; d[4j+2], d[4j+3] the same 8 rows down.
@@ -100,14 +100,6 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const cuda_tensor_map *ma
       : "memory");
 #endif
 }
-/* Named barrier `id` (1-15; 0 is __syncthreads') of `threads` threads:
- * sync waits for the others, arrive only counts this warp in. */
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 /* Moves registers between the warpgroups of a block (every thread of a
  * warpgroup executes it): a loader warpgroup gives up what it does not need
  * so that the multiplying ones can hold their accumulators. */
@@ -186,6 +178,19 @@ GK_WGMMA_M64N256K16(f16, "f16")
   }
 GK_WGMMA_M64N64K16_SS(bf16, "bf16")
 GK_WGMMA_M64N64K16_SS(f16, "f16")
+
+#define GK_WGMMA_M64N32K16_SS(T, TYPE)                                                                    \
+  __device__ __forceinline__ void wgmma_m64n32k16_ss(float d[16], uint64_t desc_a, uint64_t desc_b,       \
+                                                     int accumulate, T *) {                               \
+    GK_IF_SM90A(asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                 \
+                             "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "              \
+                             "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "   \
+                             "%16, %17, p, 1, 1, 0, 0;\n}\n"                                              \
+                             : GK_ACC8(d, 0), GK_ACC8(d, 8)                                               \
+                             : "l"(desc_a), "l"(desc_b), "r"(accumulate));)                               \
+  }
+GK_WGMMA_M64N32K16_SS(bf16, "bf16")
+GK_WGMMA_M64N32K16_SS(f16, "f16")
 
 #define GK_WGMMA_M64N128K16_SS(T, TYPE)                                                                   \
   __device__ __forceinline__ void wgmma_m64n128k16_ss(float d[64], uint64_t desc_a, uint64_t desc_b,      \
