@@ -889,8 +889,11 @@ static void conf_matmul(void) {
       {0, 0, 64, 520, quick ? 2048 : 4096, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
       /* On Hopper 17 to 64 rows take matmul_skinny_wgmma (TMA boxes of 32 or
        * 64 rows of a, zero past M): 32 rows into the residual with K split
-       * and N ending 6 columns into a tile, then 17 rows, one 64-deep pass. */
+       * in 4 or 8 and N ending 6 columns into a tile; 20 rows with K split
+       * in 9 (its last split sums 9 partial tiles, four at a time); 17 rows,
+       * one 64-deep pass. */
       {0, 0, 32, 390, quick ? 2048 : 4096, GLLMK_B_NK, false, 0.5f, 1.0f, true, false},
+      {0, 0, 20, 200, 5000, GLLMK_B_NK, false, 1.0f, 0.5f, true, false},
       {0, 0, 17, 4100, 64, GLLMK_B_NK, false, 1.0f, 0.0f, true, false},
       /* cuda's matmul_simt (f32 and 16-bit operands it cannot put on tensor
        * cores) with enough 128 x 128 tiles to take them over 64 x 64 ones:
