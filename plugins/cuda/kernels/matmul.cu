@@ -1101,8 +1101,9 @@ __device__ __forceinline__ void skinny_wgmma_step(float (&acc)[BM / 2], uint64_t
  * and a share of K (blockIdx.y, k_split), the last split to finish summing
  * the partial tiles in split order. Warpgroups 0 and 1 multiply 64 columns
  * each, one thread of the warp after them loads (a warp, not a warpgroup:
- * two blocks of 288 threads leave a multiprocessor's threads 113 registers
- * each, where 384 left 80 and the 64-row kernel spilled). A thread's accumulators
+ * with two blocks of 384 threads a multiprocessor ptxas held each thread to
+ * 80 registers and the 64-row kernel spilled in its K loop; at 288 it has 96
+ * and spills 28 bytes, only in the last split's sum). A thread's accumulators
  * hold out's (row, column) = (8 j + 2 (lane % 4) + e, 16 warp + lane / 4 +
  * 8 h) of its warpgroup's 64 columns at acc[4 j + 2 h + e]. */
 template <class T, int BM> __device__ void matmul_skinny_wgmma_impl(const cuda_matmul_skinny_tma_params &P) {
