@@ -791,8 +791,12 @@ static void conf_matmul_rope(void) {
       {3, 40, 64, 8, 8, 40, FREQ_THETA, 1.0f, true, true},
       {5, 64, 48, 16, 16, 64, FREQ_THETA, 1.0f, true, true},
       {33, 160, 72, 32, 24, 96, FREQ_LLAMA3, 1.0f, false, false},
-      /* A decode batch's q/k/v: K split among blocks (cuda's skinny GEMM). */
+      /* A decode batch's q/k/v: K split among blocks (cuda's skinny GEMM, and
+       * at 17-32 rows on Hopper its wgmma form); 64 rows, partial rotary
+       * (cuda: refused). */
       {16, 640, quick ? 1024 : 2048, 128, 128, 512, FREQ_LLAMA3, 1.0f, true, true},
+      {32, 640, quick ? 1024 : 2048, 128, 128, 512, FREQ_LLAMA3, 1.0f, true, true},
+      {64, 160, 72, 32, 24, 96, FREQ_THETA, 1.0f, false, true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
@@ -856,6 +860,11 @@ static void conf_matmul_glu(void) {
        * columns, and of 101, which end inside a block's 64. */
       {16, 1024, quick ? 1024 : 2048, GLLMK_B_NK, 1.0f, true, true},
       {3, 202, 1024, GLLMK_B_NK, 0.5f, false, true},
+      /* The same at 17-32 rows (cuda on Hopper: two TMA boxes of b a stage;
+       * halves of 101 ending inside a block's 64), and 64 (cuda: refused). */
+      {32, 1024, quick ? 1024 : 2048, GLLMK_B_NK, 1.0f, true, true},
+      {20, 202, 1024, GLLMK_B_NK, 0.5f, false, true},
+      {64, 198, 72, GLLMK_B_NK, 1.0f, false, false},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
@@ -932,8 +941,13 @@ static void conf_matmul(void) {
       {0, 0, 5, 24, 40, GLLMK_B_NK, false, 1.0f, 0.75f, false, true},
       {2, 0, 17, 45, 300, GLLMK_B_NK, false, 1.0f, 0.0f, true, true},
       /* A decode batch's projection into the residual: cuda's skinny GEMM,
-       * K split among blocks that each sum their part of a's squares. */
+       * K split among blocks that each sum their part of a's squares; on
+       * Hopper at 17-32 rows its wgmma form (32 rows, K split in 4 or 8).
+       * 40 rows (K off the 64-wide TMA boxes, N ending inside a block):
+       * cuda refuses a_norm above 32 rows, the other backends run it. */
       {0, 0, 16, 300, quick ? 1024 : 4096, GLLMK_B_NK, false, 1.0f, 1.0f, true, true},
+      {0, 0, 32, 300, quick ? 1024 : 4096, GLLMK_B_NK, false, 1.0f, 1.0f, true, true},
+      {0, 0, 40, 130, 1000, GLLMK_B_NK, false, 0.5f, 0.0f, false, true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++)
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++)
@@ -1182,7 +1196,7 @@ static void matmul_kv_case(gllmk_dtype dtype, int64_t m, int64_t k, bool rope, k
 }
 
 /* cuda copies k and v inside its one-row GEMV and its skinny GEMM (K split
- * at 16 rows). */
+ * at 16 and 32 rows; 24 rows on Hopper in one pass; 64 refused). */
 static void conf_kv_append(void) {
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     kv_append_case(float_dtypes[d], 2, false);
@@ -1195,6 +1209,9 @@ static void conf_kv_append(void) {
     matmul_kv_case(float_dtypes[d], 3, 96, true, SLOTS_VALID);
     matmul_kv_case(float_dtypes[d], 3, 96, false, SLOTS_PAST_END);
     matmul_kv_case(float_dtypes[d], 16, 1536, true, SLOTS_PADDING);
+    matmul_kv_case(float_dtypes[d], 32, 1536, true, SLOTS_PADDING);
+    matmul_kv_case(float_dtypes[d], 24, 96, false, SLOTS_PAST_END);
+    matmul_kv_case(float_dtypes[d], 64, 96, true, SLOTS_VALID);
   }
 }
 

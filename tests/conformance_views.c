@@ -609,8 +609,8 @@ static void matmul_view_case(gllmk_dtype dtype, const mm_view *c) {
 
 /* matmul's rope (ABI 2.5) on views: out a column slice of a wider buffer one
  * element in (as the generator's q/k/v rows of a scratch), a a column slice,
- * b the middle rows of a fused weight; one row (cuda's GEMV), then three
- * (the cpu's GEMM path). */
+ * b the middle rows of a fused weight; one row (cuda's GEMV), three
+ * (the cpu's GEMM path) and 24 (cuda's skinny GEMM). */
 static void matmul_rope_view_case(gllmk_dtype dtype, int64_t m) {
   const int64_t n = 96, k = 200, head_dim = 16, rope_dim = 12, columns = 64;
   layout out_layout = cols_layout(2, 40, 24);
@@ -623,7 +623,8 @@ static void matmul_rope_view_case(gllmk_dtype dtype, int64_t m) {
                            "columns=%lld bias: a %s, b %s, out %s", dname(dtype), (long long)m,
                            (long long)n, (long long)k, (long long)head_dim, (long long)rope_dim,
                            (long long)columns, view_text(&a.t), view_text(&b.t), view_text(&out.t));
-  int32_t positions[3] = {70000, 0, 12345};
+  int32_t positions[32] = {70000, 0, 12345};
+  for (int64_t r = 3; r < m; r++) positions[r] = (int32_t)(r * 7919 % 100000);
   dev pos = dev_ints(SHAPE(m), positions);
   double *ref = values(&out);
   ref_matmul(&(ref_matmul_problem){.batch = 1, .m = m, .n = n, .k = k, .b_layout = GLLMK_B_NK,
@@ -646,7 +647,7 @@ static void matmul_rope_view_case(gllmk_dtype dtype, int64_t m) {
  * them) must hold out's values at the slots, their old ones elsewhere. */
 static void matmul_kv_view_case(gllmk_dtype dtype, int64_t m) {
   const int64_t heads = 2, d = 16, width = heads * d, first = 23, n = first + 2 * width + 5;
-  const int64_t k = 72, blocks = 3, block_size = 4;
+  const int64_t k = 72, blocks = m > 3 ? 12 : 3, block_size = 4;
   layout out_layout = cols_layout(2, 40, 24);
   out_layout.shift = 1;
   placed a = place_in(dtype, SHAPE(m, k), &(layout){.pad = {[1] = 8}, .start = {[1] = 8}}, -1, 1);
@@ -654,7 +655,8 @@ static void matmul_kv_view_case(gllmk_dtype dtype, int64_t m) {
   placed out = place_out(dtype, SHAPE(m, n), &out_layout);
   dev k_cache = dev_random(dtype, SHAPE(blocks, block_size, heads, d), -1, 1);
   dev v_cache = dev_random(dtype, SHAPE(blocks, block_size, heads, d), -1, 1);
-  const int32_t slot_values[3] = {10, 0, 5};
+  int32_t slot_values[32] = {10, 0, 5};
+  for (int64_t r = 3; r < m; r++) slot_values[r] = (int32_t)(12 + r); /* up to 43 of 48 */
   dev slots = dev_ints(SHAPE(m), slot_values);
   const char *what = label("matmul kv %s M=%lld N=%lld K=%lld first=%lld: a %s, b %s, out %s",
                            dname(dtype), (long long)m, (long long)n, (long long)k,
@@ -685,7 +687,7 @@ static void matmul_kv_view_case(gllmk_dtype dtype, int64_t m) {
 
 /* matmul's glu (ABI 2.6) on views: out a column slice one element in, a a
  * column slice, b the middle rows of a fused weight, bias a slice of a
- * longer vector three elements in; one row (cuda's GEMV), then three. */
+ * longer vector three elements in; one row (cuda's GEMV), three and 24. */
 static void matmul_glu_view_case(gllmk_dtype dtype, int64_t m) {
   const int64_t n = 90, k = 200;
   layout out_layout = cols_layout(2, 40, 24);
@@ -790,6 +792,9 @@ static void views_matmul(void) {
       {"a_norm skinny, fused weight slices", 0, 16, 96, 2048, GLLMK_B_NK, false, 1.0f, 1.0f, true,
        cols_layout(2, 8, 0), (layout){.pad = {[0] = 96}, .start = {[0] = 48}}, cols_layout(2, 16, 8), D,
        false, true},
+      {"a_norm skinny wgmma, fused weight slices", 0, 28, 96, 2048, GLLMK_B_NK, false, 1.0f, 1.0f, true,
+       cols_layout(2, 8, 0), (layout){.pad = {[0] = 96}, .start = {[0] = 48}}, cols_layout(2, 16, 8), D,
+       false, true},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -800,6 +805,11 @@ static void views_matmul(void) {
     matmul_glu_view_case(float_dtypes[d], 3);
     matmul_kv_view_case(float_dtypes[d], 1);
     matmul_kv_view_case(float_dtypes[d], 3);
+    /* cuda on Hopper: matmul_skinny_wgmma_fused (out one element in: its
+     * pairs' stores fall back to single elements) */
+    matmul_rope_view_case(float_dtypes[d], 24);
+    matmul_glu_view_case(float_dtypes[d], 24);
+    matmul_kv_view_case(float_dtypes[d], 24);
   }
 }
 

@@ -84,7 +84,10 @@ static const char *const kernel_names[CK_COUNT] = {
 /* The id ranges and offsets kernel_smem_limit reads a kernel's variant from. */
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_mma, nk, kn), "kernels.def: matmul_mma order");
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_wgmma, n128, n256), "kernels.def: matmul_wgmma order");
-_Static_assert(CUDA_F16_BF16_PAIRS(matmul_skinny_wgmma, m32, m64), "kernels.def: matmul_skinny_wgmma order");
+_Static_assert(CUDA_F16_BF16_PAIRS(matmul_skinny_wgmma, m32, m64) &&
+                   CK_matmul_skinny_wgmma_fused_f16_m32 == CK_matmul_skinny_wgmma_bf16_m64 + 1 &&
+                   CK_matmul_skinny_wgmma_fused_bf16_m32 == CK_matmul_skinny_wgmma_fused_f16_m32 + 1,
+               "kernels.def: matmul_skinny_wgmma, then matmul_skinny_wgmma_fused, order");
 _Static_assert(CUDA_F16_BF16_PAIRS(attention_wgmma, d64, d128) && CUDA_F16_BF16_PAIRS(attention_wgmma, d128, d256),
                "kernels.def: attention_wgmma order");
 _Static_assert(CUDA_F16_BF16_PAIRS(attention_mma, d64, d128) && CUDA_F16_BF16_PAIRS(attention_mma, d128, d256),
@@ -98,8 +101,8 @@ _Static_assert(CUDA_DTYPE_VARIANTS(attention_simt) && CUDA_DTYPE_VARIANTS(softma
 static int kernel_smem_limit(const gllmk_plugin_device *dev, int id) {
   if (id >= CK_matmul_wgmma_f16_n128 && id <= CK_matmul_wgmma_bf16_n256)
     return dev->wgmma ? GK_MATMUL_WGMMA_SMEM(id >= CK_matmul_wgmma_f16_n256 ? 256 : 128) : 0;
-  if (id >= CK_matmul_skinny_wgmma_f16_m32 && id <= CK_matmul_skinny_wgmma_bf16_m64)
-    return dev->wgmma ? GK_MATMUL_SKINNY_WGMMA_SMEM(id >= CK_matmul_skinny_wgmma_f16_m64 ? 64 : 32) : 0;
+  if (id >= CK_matmul_skinny_wgmma_f16_m32 && id <= CK_matmul_skinny_wgmma_fused_bf16_m32)
+    return dev->wgmma ? GK_MATMUL_SKINNY_WGMMA_SMEM(id >= CK_matmul_skinny_wgmma_f16_m64 && id <= CK_matmul_skinny_wgmma_bf16_m64 ? 64 : 32) : 0;
   if (id >= CK_matmul_mma_f16_nk && id <= CK_matmul_mma_bf16_kn) return GK_MATMUL_MMA_SMEM;
   if (id >= CK_attention_wgmma_f16_d64 && id <= CK_attention_wgmma_bf16_d256)
     return dev->wgmma ? GK_ATTENTION_WGMMA_SMEM(64 << ((id - CK_attention_wgmma_f16_d64) / 2)) : 0;
@@ -152,7 +155,8 @@ static gllmk_status load_kernels(gllmk_plugin_device *dev) {
       status = cuda_check(cu.cuFuncSetAttribute(dev->kernels[id], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
                           "cuFuncSetAttribute");
     /* two blocks a multiprocessor, each with its share of the ring */
-    if (status == GLLMK_OK && smem && id >= CK_matmul_skinny_wgmma_f16_m32 && id <= CK_matmul_skinny_wgmma_bf16_m64)
+    if (status == GLLMK_OK && smem && id >= CK_matmul_skinny_wgmma_f16_m32 &&
+        id <= CK_matmul_skinny_wgmma_fused_bf16_m32)
       status = cuda_check(cu.cuFuncSetAttribute(dev->kernels[id], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
                           "cuFuncSetAttribute");
   }

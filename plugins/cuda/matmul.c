@@ -28,7 +28,9 @@ _Static_assert(CUDA_F16_BF16_PAIRS(matmul_mma, nk, kn), "kernels.def: matmul_mma
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_wgmma, n128, n256), "kernels.def: matmul_wgmma_{f16,bf16}_n{128,256} order");
 _Static_assert(CUDA_F16_BF16_PAIRS(matmul_skinny, m1, m2) && CUDA_F16_BF16_PAIRS(matmul_skinny, m2, m4),
                "kernels.def: matmul_skinny_{f16,bf16}_m{1,2,4} order");
-_Static_assert(CUDA_F16_BF16_PAIRS(matmul_skinny_wgmma, m32, m64), "kernels.def: matmul_skinny_wgmma order");
+_Static_assert(CUDA_F16_BF16_PAIRS(matmul_skinny_wgmma, m32, m64) &&
+                   CK_matmul_skinny_wgmma_fused_bf16_m32 == CK_matmul_skinny_wgmma_fused_f16_m32 + 1,
+               "kernels.def: matmul_skinny_wgmma_{f16,bf16}_m{32,64}, matmul_skinny_wgmma_fused_{f16,bf16}_m32 order");
 _Static_assert(CK_matmul_skinny_fused_bf16_m1 == CK_matmul_skinny_fused_f16_m1 + 1,
                "kernels.def: matmul_skinny_fused_{f16,bf16}_m1 order");
 
@@ -55,10 +57,23 @@ static int64_t matrix_batch_stride(const gllmk_tensor *t) {
 static int fuses(const cuda_matmul_params *p) { return p->a_rms || p->rope_dim || p->glu || p->kv_k_cache; }
 
 /* Whether matmul_skinny_wgmma takes a call of matmul_skinny's (TMA
- * descriptors permitting): on Hopper, 17 to 64 rows without fusions. */
+ * descriptors permitting): on Hopper, 17 to 64 rows. */
 static int runs_skinny_wgmma(const gllmk_plugin_device *dev, const cuda_matmul_params *p) {
-  return dev->wgmma && p->m > 16 && !fuses(p);
+  return dev->wgmma && p->m > 16;
 }
+
+/* matmul_skinny_wgmma's TMA descriptors: a in boxes of 32 or 64 rows
+ * (bm), b in boxes of a block's columns, or with glu of its gate columns
+ * (the kernel loads their up columns with a second box). Whether TMA can
+ * describe them. */
+static int describe_skinny_for_tma(int32_t dtype, const cuda_matmul_params *p, int bm,
+                                   cuda_matmul_skinny_tma_params *out_params) {
+  const uint32_t b_rows = p->glu ? GK_MATMUL_SKINNY_BN / 2 : GK_MATMUL_SKINNY_BN;
+  return describe_for_tma(&out_params->a_map, dtype, p->a, p->k, p->m, 1, p->lda, p->a_batch_stride, (uint32_t)bm) &&
+         describe_for_tma(&out_params->b_map, dtype, p->b, p->k, p->n, 1, p->ldb, 0, b_rows);
+}
+
+static int skinny_wgmma_rows(const cuda_matmul_params *p) { return p->m <= 32 ? 32 : 64; }
 
 /* matmul_skinny for M <= 64 rows: blocks of GK_MATMUL_SKINNY_BN columns,
  * and while those are fewer than the CUDA_SKINNY_BLOCKS_PER_SM per
@@ -94,14 +109,15 @@ static gllmk_status launch_skinny(gllmk_plugin_device *dev, const cuda_matmul_pa
   sp.splits = (int32_t)ceil_div(p->k, sp.k_split);
   if (wgmma) {
     cuda_matmul_skinny_tma_params tp;
-    const int bm = p->m <= 32 ? 32 : 64;
-    if (describe_for_tma(&tp.a_map, dtype, p->a, p->k, p->m, 1, p->lda, p->a_batch_stride, (uint32_t)bm) &&
-        describe_for_tma(&tp.b_map, dtype, p->b, p->k, p->n, 1, p->ldb, 0, GK_MATMUL_SKINNY_BN)) {
+    const int bm = skinny_wgmma_rows(p);
+    if (describe_skinny_for_tma(dtype, p, bm, &tp)) {
       tp.s = sp;
-      return cuda_launch(dev, CK_matmul_skinny_wgmma_f16_m32 + (dtype == GLLMK_BF16) + 2 * (bm == 64),
-                         (uint32_t)tiles, (uint32_t)sp.splits, 1, GK_MATMUL_SKINNY_WGMMA_THREADS,
-                         GK_MATMUL_SKINNY_WGMMA_SMEM(bm), &tp);
+      const int kernel = fuses(p) ? CK_matmul_skinny_wgmma_fused_f16_m32 : CK_matmul_skinny_wgmma_f16_m32 + 2 * (bm == 64);
+      return cuda_launch(dev, kernel + (dtype == GLLMK_BF16), (uint32_t)tiles, (uint32_t)sp.splits, 1,
+                         GK_MATMUL_SKINNY_WGMMA_THREADS, GK_MATMUL_SKINNY_WGMMA_SMEM(bm), &tp);
     }
+    /* cuda_matmul_supports asked the same of TMA for fused calls */
+    if (fuses(p)) return cuda_host->fail(GLLMK_ERR_BACKEND, "gllmk_matmul: cuda: TMA refused the operands");
   }
   const int rows = p->m <= 16 ? 0 : p->m <= 32 ? 1 : 2; /* 16, 32 or 64 rows */
   const int first = fuses(p) ? CK_matmul_skinny_fused_f16_m1 : CK_matmul_skinny_f16_m1; /* fused: rows 0 */
@@ -205,12 +221,23 @@ static int runs_skinny(const gllmk_plugin_device *dev, const cuda_matmul_params 
          ceil_div(p->n, GK_MATMUL_SKINNY_BN) <= MAX_GRID_X;
 }
 
-/* Only gemv_nk (one row of a) and matmul_skinny_fused (up to 16, f16 and
- * bf16, sm_80+; kernels/matmul.cu says why not more) normalize a's rows
- * (a_norm), turn their output (rope), copy k and v into caches (kv_k_cache)
- * and join their halves (glu), with b as [N, K]. */
+/* Only gemv_nk (one row of a), matmul_skinny_fused (up to 16 rows, f16
+ * and bf16, sm_80+; kernels/matmul.cu says why not more) and
+ * matmul_skinny_wgmma_fused (17 to 32 rows on Hopper, where TMA describes
+ * the operands) normalize a's rows (a_norm), turn their output (rope),
+ * copy k and v into caches (kv_k_cache) and join their halves (glu), with
+ * b as [N, K]. At 33 to 64 rows the separate calls were faster: on an H200
+ * a decode step of 64 (48) sequences took 1.3% longer fused with a 64-row
+ * form of the kernel, whose q/k/v took 37-42 us alone against the plain
+ * one's 27; at 20, 24 and 32 rows the fused step was 3%, 2.6% and 1.9%
+ * faster (docs/performance.md). */
 static int runs_fusions(const gllmk_plugin_device *dev, const cuda_matmul_params *p, int32_t dtype) {
-  return (runs_gemv(p) && !p->b_kn) || (p->m > 1 && p->m <= 16 && runs_skinny(dev, p, dtype));
+  if (runs_gemv(p)) return !p->b_kn;
+  if (p->m <= 1 || !runs_skinny(dev, p, dtype)) return 0;
+  if (!runs_skinny_wgmma(dev, p)) return p->m <= 16;
+  if (p->m > 32) return 0;
+  cuda_matmul_skinny_tma_params tp;
+  return describe_skinny_for_tma(dtype, p, skinny_wgmma_rows(p), &tp);
 }
 
 /* gemv_nk's warps: one an output; gemv_nk_pairs' (a rope, kv or glu): one
@@ -226,7 +253,8 @@ static int64_t gemv_nk_warps(const cuda_matmul_params *p) {
 static gllmk_status refuse_fusion(void) {
   return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "gllmk_matmul: the cuda backend applies a_norm, rope, kv and glu "
                                                 "with b as [N, K] only: to one row of a (M = 1), or, f16 and bf16 "
-                                                "with 16-byte aligned rows on sm_80 or newer, to up to 16");
+                                                "with 16-byte aligned rows, to up to 16 on sm_80 or newer and up "
+                                                "to 32 on Hopper (sm_90)");
 }
 
 /* The wgmma kernel's tile width for a problem: 128 columns where their
@@ -286,5 +314,12 @@ CUDA_OP_ENTRY(matmul)
 gllmk_status cuda_matmul_supports(gllmk_plugin_device *dev, const gllmk_matmul_args *args) {
   cuda_matmul_params p;
   describe_matmul(args, &p);
-  return !fuses(&p) || runs_fusions(dev, &p, args->out->dtype) ? GLLMK_OK : refuse_fusion();
+  if (!fuses(&p)) return GLLMK_OK;
+  /* runs_fusions may ask the driver to encode TMA descriptors, which wants
+   * the device's context current (the core calls this from any thread) */
+  gllmk_status status = cuda_enter(dev);
+  if (status != GLLMK_OK) return status;
+  const int runs = runs_fusions(dev, &p, args->out->dtype);
+  cuda_leave(dev);
+  return runs ? GLLMK_OK : refuse_fusion();
 }

@@ -5,7 +5,7 @@ Correctness (the default): for each family (llama, llama3.1, llama3.2-tied,
 mistral, qwen2, qwen3) and dtype (bf16, f32), a tiny random model is written
 with tools/bench/make_model.py (bf16 models get a transformers 4.x style
 config.json, f32 ones 5.x style; mistral and qwen3 are sharded), gllmk-generate
-runs it greedily (--batch 2, a 12-token prompt, --max-new 32, --json,
+runs it greedily (--batch 2 or --batch N, a 12-token prompt, --max-new 32, --json,
 --logits-out), and then, teacher-forcing along gllmk's own tokens:
   (a) every logits row is compared with tools/bench/torch_model.py's forward
       on prompt + generated tokens,
@@ -35,7 +35,7 @@ those too.)
 
 usage: generate_check.py --gllmk-generate PATH [--backend cuda|vulkan]
                          [--workdir DIR] [--families a,b] [--dtypes bf16,f32]
-                         [--load-speed] [--speed] [--check] [--timeout S]
+                         [--batch N] [--load-speed] [--speed] [--check] [--timeout S]
 """
 import argparse
 import json
@@ -138,6 +138,7 @@ def compare(g, ref, toks, tol):
 
 def check_case(a, family, dtype, ref_device):
     tol = TOL[dtype]
+    batch = a.batch
     tag = f"{family} {dtype} {a.backend}"
     mdir = Path(a.workdir) / f"{family}-{dtype}"
     if mdir.exists():
@@ -154,11 +155,11 @@ def check_case(a, family, dtype, ref_device):
         logits_path.unlink()
     out = run_gen([a.gllmk_generate, "--model", mdir, "--backend", a.backend, "--dtype", dtype,
                    "--prompt-ids", ",".join(map(str, prompt)), "--max-new", MAX_NEW,
-                   "--batch", BATCH, "--json", "--logits-out", logits_path], a.timeout)
+                   "--batch", batch, "--json", "--logits-out", logits_path], a.timeout)
     problems, notes = [], []
     tokens = out.get("tokens")
-    if not isinstance(tokens, list) or len(tokens) != BATCH:
-        raise GenError(f"expected {BATCH} token lists in \"tokens\", got {str(tokens)[:200]}")
+    if not isinstance(tokens, list) or len(tokens) != batch:
+        raise GenError(f"expected {batch} token lists in \"tokens\", got {str(tokens)[:200]}")
     V = int(out.get("vocab", vocab))
     if V != vocab:
         problems.append(f"vocab {V}, expected {vocab}")
@@ -167,13 +168,13 @@ def check_case(a, family, dtype, ref_device):
     if out.get("dtype") not in (None, dtype):
         problems.append(f"ran in dtype {out.get('dtype')}, asked for {dtype}")
     raw = np.fromfile(str(logits_path), dtype="<f4")
-    if raw.size == 0 or raw.size % (BATCH * V):
+    if raw.size == 0 or raw.size % (batch * V):
         raise GenError(f"{logits_path}: {raw.size} floats, not a multiple of batch x vocab "
-                       f"= {BATCH * V} (expected {MAX_NEW * BATCH * V})")
-    steps = raw.size // (BATCH * V)
+                       f"= {batch * V} (expected {MAX_NEW * batch * V})")
+    steps = raw.size // (batch * V)
     if steps != MAX_NEW:
         notes.append(f"logits file holds {steps} steps")
-    g_all = torch.from_numpy(raw.reshape(steps, BATCH, V).copy())
+    g_all = torch.from_numpy(raw.reshape(steps, batch, V).copy())
     if not torch.isfinite(g_all).all():
         problems.append("non-finite logits")
     tm = torch_model.load(str(mdir), dtype, ref_device)
@@ -182,7 +183,7 @@ def check_case(a, family, dtype, ref_device):
     worst_std = 0.0
     agree = ties = total = 0
     P = len(prompt)
-    for b in range(BATCH):
+    for b in range(batch):
         toks = [int(t) for t in tokens[b]]
         n = min(len(toks), steps)
         if n < MAX_NEW:
@@ -216,7 +217,7 @@ def check_case(a, family, dtype, ref_device):
                 s, t, top, gap = bad
                 problems.append(f"seq {b} step {s}: gllmk chose {t}, {name} argmax {top} "
                                 f"({gap:.3g} higher)")
-    if BATCH > 1 and any(tokens[b] != tokens[0] for b in range(1, BATCH)):
+    if batch > 1 and any(tokens[b] != tokens[0] for b in range(1, batch)):
         notes.append("the batch's sequences differ")
     line = (f"{family} {dtype} {a.backend}: max err {worst['torch']:.2g} (tol {tol:g}; "
             f"{worst_std:.2g} of std) vs torch, {worst['transformers']:.2g} vs transformers, "
@@ -288,6 +289,8 @@ def main():
     ap.add_argument("--workdir", default=str(ROOT / "build" / "generate-check"))
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--dtypes", default="bf16,f32")
+    ap.add_argument("--batch", type=int, default=BATCH,
+                    help="sequences decoded together (cuda fuses differently at 2-16 and 17-64)")
     ap.add_argument("--load-speed", action="store_true")
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--check", action="store_true", help="correctness too with --load-speed/--speed")

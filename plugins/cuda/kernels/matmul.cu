@@ -731,9 +731,42 @@ __device__ __forceinline__ void store_row_squares(float squares, int warp, int l
   if (lane % LANES == 0) d.squares[warp * 2 * MT + lane / LANES] = squares;
 }
 
+/* glu's output col of a row (out's row) from its gate and up products. */
+template <class T>
+__device__ __forceinline__ void store_glu_output(const cuda_matmul_params &p, T *row, const T *bias, int64_t col,
+                                                 float gate, float up) {
+  const int64_t half = p.n / 2;
+  store1(row + col, silu(epilogue(p, row, bias, col, gate)) * epilogue(p, row, bias, col + half, up));
+}
+
+/* Outputs n and n + 1 of a row (out's row) from their products: the
+ * epilogue, a rope's turn of the pair (frequency < 0: not turned) and
+ * kv's copies into the caches at `slot`, as gemv_nk_rows does. */
+template <class T>
+__device__ __forceinline__ void store_turned_pair(const cuda_matmul_params &p, T *row, const T *bias, int64_t col,
+                                                  float (&v)[2], double frequency, int32_t position, int32_t slot) {
+  const int64_t n[2] = {col, col + 1};
+  rope_turn turn = {frequency >= 0.0, position, frequency, 1.0f, 0.0f};
+  turn_angle(turn);
+#pragma unroll
+  for (int e = 0; e < 2; e++)
+    if (n[e] < p.n) v[e] = epilogue(p, row + n[e], bias, n[e], v[e]);
+  if (turn.turned) {
+    const float first = v[0];
+    v[0] = first * turn.cosine - v[1] * turn.sine;
+    v[1] = v[1] * turn.cosine + first * turn.sine;
+  }
+#pragma unroll
+  for (int e = 0; e < 2; e++) {
+    if (n[e] >= p.n) continue;
+    store1(row + n[e], v[e]);
+    T *cache = kv_destination<T>(p, slot, n[e]);
+    if (cache) store1(cache, v[e]);
+  }
+}
+
 /* matmul_skinny's outputs from the accumulators (K summed): scaled by the
- * rows' RMS (a_rms), the epilogue, then glu's join, a rope's turn of each
- * pair and kv's copies into the caches, as gemv_nk_rows does. */
+ * rows' RMS (a_rms), then store_glu_output or store_turned_pair. */
 template <class T, int MT>
 __device__ __forceinline__ void skinny_store(const cuda_matmul_params &p, float (&acc)[MT][2][4],
                                              const skinny_fusion_data<16 * MT> &d, int64_t tile, int warp, int g,
@@ -750,14 +783,11 @@ __device__ __forceinline__ void skinny_store(const cuda_matmul_params &p, float 
       const float scale = p.a_rms ? rsqrtf(d.squares[r] / (float)p.k + p.a_rms_eps) : 1.0f;
       T *row = out + r * p.ldo;
       if (p.glu) {
-        const int64_t half = p.n / 2, col = tile * (BN / 2) + 8 * warp + 2 * t;
+        const int64_t col = tile * (BN / 2) + 8 * warp + 2 * t;
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-          if (col + e >= half) continue;
-          const float gate = epilogue(p, row, bias, col + e, scale * acc[i][0][2 * h + e]);
-          const float up = epilogue(p, row, bias, col + e + half, scale * acc[i][1][2 * h + e]);
-          store1(row + col + e, silu(gate) * up);
-        }
+        for (int e = 0; e < 2; e++)
+          if (col + e < p.n / 2)
+            store_glu_output(p, row, bias, col + e, scale * acc[i][0][2 * h + e], scale * acc[i][1][2 * h + e]);
         continue;
       }
 #pragma unroll
@@ -768,26 +798,7 @@ __device__ __forceinline__ void skinny_store(const cuda_matmul_params &p, float 
           store_pair(p, row + col, bias, col, v[0], v[1]);
           continue;
         }
-        const int64_t n[2] = {col, col + 1};
-        const double frequency = d.frequency[8 * warp + 4 * j + t];
-        rope_turn turn = {frequency >= 0.0, d.position[r], frequency, 1.0f, 0.0f};
-        const int32_t slot = d.slot[r];
-        turn_angle(turn);
-#pragma unroll
-        for (int e = 0; e < 2; e++)
-          if (n[e] < p.n) v[e] = epilogue(p, row + n[e], bias, n[e], v[e]);
-        if (turn.turned) {
-          const float first = v[0];
-          v[0] = first * turn.cosine - v[1] * turn.sine;
-          v[1] = v[1] * turn.cosine + first * turn.sine;
-        }
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-          if (n[e] >= p.n) continue;
-          store1(row + n[e], v[e]);
-          T *cache = kv_destination<T>(p, slot, n[e]);
-          if (cache) store1(cache, v[e]);
-        }
+        store_turned_pair(p, row, bias, col, v, d.frequency[8 * warp + 4 * j + t], d.position[r], d.slot[r]);
       }
     }
 }
@@ -1090,6 +1101,65 @@ __device__ __forceinline__ void skinny_wgmma_step(float (&acc)[BM / 2], uint64_t
   else wgmma_m64n64k16_ss(acc, desc_b, desc_a, 1, (T *)nullptr);
 }
 
+/* a_rms: consumer thread q's share of a's squares in a stage of
+ * matmul_skinny_wgmma (BM rows of 64, one 128-byte line each, whose 16-byte
+ * chunks the swizzle only reorders within the line): chunks q and q + 256,
+ * of rows q / 8 and q / 8 + 32. */
+template <class T, int BM>
+__device__ __forceinline__ void add_tma_stage_squares(const unsigned char *as, float (&squares)[BM / 32]) {
+#pragma unroll
+  for (int e = 0; e < BM / 32; e++) {
+    float x[8];
+    unpack16((T *)nullptr, reinterpret_cast<const uint4 *>(as)[threadIdx.x + 256 * e], x);
+#pragma unroll
+    for (int i = 0; i < 8; i++) squares[e] = fmaf(x[i], x[i], squares[e]);
+  }
+}
+
+/* matmul_skinny_wgmma's fused epilogue: the summed tile passes through
+ * shared memory (the ring, which the K loop is done with; rows of BN + 4
+ * floats, so that the accumulators' stores meet in no bank), next to each
+ * row's a_rms scale, then each thread takes outputs of one row at a time,
+ * a warp 32 neighbours (coalesced stores). The loop is unrolled only 4
+ * deep: unrolled over matmul_skinny's register layout (skinny_store) the
+ * 64-row epilogue was 8000 instructions run once each, and a decode batch's
+ * q/k/v took 52 us against the plain kernel's 27 (H200, Nsight Compute);
+ * kept rolled, each output's rope angle (double precision, then the sine
+ * and cosine) waited for the one before. */
+template <class T, int BM, class EachPair>
+__device__ __forceinline__ void skinny_wgmma_fused_store(const cuda_matmul_params &p, float *tile_smem,
+                                                         EachPair each_pair, const skinny_fusion_data<BM> &d,
+                                                         int64_t tile) {
+  constexpr int BN = GK_MATMUL_SKINNY_BN, LD = BN + 4;
+  float *scales = tile_smem + BM * LD;
+  each_pair([&](float *v, int r, int c) {
+    tile_smem[r * LD + c] = v[0];
+    tile_smem[(r + 1) * LD + c] = v[1];
+  });
+  if (threadIdx.x < BM) scales[threadIdx.x] = p.a_rms ? rsqrtf(d.squares[threadIdx.x] / (float)p.k + p.a_rms_eps) : 1.0f;
+  named_barrier_sync(1, 256);
+  T *out = ptr_at<T>(p.out, 0);
+  const T *bias = bias_of<T>(p);
+  const int rows = min(p.m, (int64_t)BM);
+#pragma unroll 4
+  for (int item = threadIdx.x; item < rows * (BN / 2); item += 256) {
+    const int r = item / (BN / 2), q = item % (BN / 2);
+    const float *products = tile_smem + r * LD;
+    T *row = out + r * p.ldo;
+    if (p.glu) { /* gate column q and its up column, BN / 2 on */
+      const int64_t col = tile * (BN / 2) + q;
+      if (col < p.n / 2)
+        store_glu_output(p, row, bias, col, scales[r] * products[q], scales[r] * products[BN / 2 + q]);
+      continue;
+    }
+    const int64_t col = tile * BN + 2 * q;
+    if (col >= p.n) continue;
+    float v[2] = {scales[r] * products[2 * q], scales[r] * products[2 * q + 1]};
+    if (!p.rope_dim && !p.kv_k_cache) store_pair(p, row + col, bias, col, v[0], v[1]);
+    else store_turned_pair(p, row, bias, col, v, d.frequency[q], d.position[r], d.slot[r]);
+  }
+}
+
 /* matmul_skinny's work (decode batches of 17 to 64 rows, b as [N, K]) on
  * Hopper with the operands swapped: b's rows, the weights, are wgmma's M
  * (64 a warpgroup) and a's rows its N (BM = 32 or 64), so that TMA streams
@@ -1105,8 +1175,17 @@ __device__ __forceinline__ void skinny_wgmma_step(float (&acc)[BM / 2], uint64_t
  * 80 registers and the 64-row kernel spilled in its K loop; at 288 it has 96
  * and spills 28 bytes, only in the last split's sum). A thread's accumulators
  * hold out's (row, column) = (8 j + 2 (lane % 4) + e, 16 warp + lane / 4 +
- * 8 h) of its warpgroup's 64 columns at acc[4 j + 2 h + e]. */
-template <class T, int BM> __device__ void matmul_skinny_wgmma_impl(const cuda_matmul_skinny_tma_params &P) {
+ * 8 h) of its warpgroup's 64 columns at acc[4 j + 2 h + e].
+ *
+ * FUSED (a_norm, rope, kv, glu: matmul_skinny_fused's fusions, kernels of
+ * their own so that the plain ones stay as they are): each consumer thread
+ * squares a chunk or two of every stage of a (add_tma_stage_squares), split
+ * blocks leave their rows' sums after their partial tile, and
+ * skinny_wgmma_fused_store applies the fusions once K is summed. With glu a
+ * block takes BN / 2 gate columns and their up columns, two TMA boxes of
+ * BN / 2 rows of b a stage. */
+template <class T, int BM, bool FUSED>
+__device__ void matmul_skinny_wgmma_impl(const cuda_matmul_skinny_tma_params &P) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   const cuda_matmul_skinny_params &S = P.s;
   const cuda_matmul_params &p = S.p;
@@ -1135,7 +1214,13 @@ template <class T, int BM> __device__ void matmul_skinny_wgmma_impl(const cuda_m
         if (i >= STAGES) mbarrier_wait(&empty[s], ((i / STAGES) & 1) ^ 1);
         unsigned char *bs = ring + s * STAGE_BYTES;
         mbarrier_arrive_expect_tx(&full[s], STAGE_BYTES);
-        tma_load_3d(bs, &P.b_map, (k_first + i) * WG_BK, (int)(tile * BN), 0, &full[s]);
+        if (FUSED && p.glu) { /* gate's rows, then their up rows (p.n / 2 on) */
+          tma_load_3d(bs, &P.b_map, (k_first + i) * WG_BK, (int)(tile * (BN / 2)), 0, &full[s]);
+          tma_load_3d(bs + B_BYTES / 2, &P.b_map, (k_first + i) * WG_BK, (int)(p.n / 2 + tile * (BN / 2)), 0,
+                      &full[s]);
+        } else {
+          tma_load_3d(bs, &P.b_map, (k_first + i) * WG_BK, (int)(tile * BN), 0, &full[s]);
+        }
         tma_load_3d(bs + B_BYTES, &P.a_map, (k_first + i) * WG_BK, 0, 0, &full[s]);
       }
     }
@@ -1143,6 +1228,10 @@ template <class T, int BM> __device__ void matmul_skinny_wgmma_impl(const cuda_m
   }
 
   const int slice = warpgroup; /* columns 64 slice .. 64 slice + 63 of the tile */
+  const bool a_rms = FUSED && p.a_rms;
+  __shared__ skinny_fusion_data<FUSED ? BM : 1> fusion;
+  if constexpr (FUSED) load_skinny_fusion_data<BM>(p, tile, fusion);
+  float squares[BM / 32] = {};
   float acc[BM / 2];
 #pragma unroll
   for (int i = 0; i < BM / 2; i++) acc[i] = 0.0f;
@@ -1150,6 +1239,9 @@ template <class T, int BM> __device__ void matmul_skinny_wgmma_impl(const cuda_m
     const int s = i % STAGES;
     mbarrier_wait(&full[s], (i / STAGES) & 1);
     const unsigned char *bs = ring + s * STAGE_BYTES, *as = bs + B_BYTES;
+    /* read before this warp's products are issued, so before the stage can
+     * be handed back (that waits for every warp's products) */
+    if (a_rms) add_tma_stage_squares<T, BM>(as, squares);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < WG_BK / 16; kk++)
@@ -1160,6 +1252,17 @@ template <class T, int BM> __device__ void matmul_skinny_wgmma_impl(const cuda_m
   }
   wgmma_wait<0>();
   wgmma_fence_registers(acc);
+  if constexpr (FUSED) {
+    if (a_rms) { /* the 8 threads of a row add theirs */
+#pragma unroll
+      for (int e = 0; e < BM / 32; e++) {
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) squares[e] += __shfl_xor_sync(0xffffffffu, squares[e], o);
+        if ((threadIdx.x & 7) == 0) fusion.squares[threadIdx.x / 8 + 32 * e] = squares[e];
+      }
+    }
+    named_barrier_sync(1, 256); /* the squares and fusion's loads are in; no one reads the ring any more */
+  }
 
   const int g = lane >> 2, t = lane & 3;
   /* f(accumulator pair, its first row, column in the tile): the pair is
@@ -1176,6 +1279,7 @@ template <class T, int BM> __device__ void matmul_skinny_wgmma_impl(const cuda_m
     each_pair([&](float *v, int r, int c) {
       *reinterpret_cast<float2 *>(partial + slot + c * BM + r) = make_float2(v[0], v[1]);
     });
+    if (a_rms && threadIdx.x < BM) partial[slot + BM * BN + threadIdx.x] = fusion.squares[threadIdx.x];
     if (!last_to_arrive(S.counters, tile, S.splits, 1, 256)) return;
     each_pair([&](float *v, int, int) { v[0] = v[1] = 0.0f; });
     /* GROUP splits' loads in flight at once, then their sums in split order
@@ -1200,6 +1304,16 @@ template <class T, int BM> __device__ void matmul_skinny_wgmma_impl(const cuda_m
           v[1] += part[u][(v - acc) / 2].y;
         });
     }
+    if (a_rms && threadIdx.x < BM) { /* thread r replaces only the row sum it reads itself */
+      float row_sum = 0.0f;
+      for (int64_t s = 0; s < S.splits; s++)
+        row_sum += __ldcg(partial + (tile * S.splits + s) * GK_MATMUL_SKINNY_SLOT_FLOATS(64) + BM * BN + threadIdx.x);
+      fusion.squares[threadIdx.x] = row_sum;
+    }
+  }
+  if constexpr (FUSED) {
+    skinny_wgmma_fused_store<T, BM>(p, reinterpret_cast<float *>(ring), each_pair, fusion, tile);
+    return;
   }
   T *out = ptr_at<T>(p.out, 0);
   const T *bias = bias_of<T>(p);
@@ -1222,10 +1336,12 @@ template <class T, int BM> __device__ void matmul_skinny_wgmma_impl(const cuda_m
 #endif
 }
 
-#define GK_SKINNY_WGMMA_KERNEL(dname, bm)                                                           \
-  GK_ENTRY(__launch_bounds__(GK_MATMUL_SKINNY_WGMMA_THREADS, 2), gk_matmul_skinny_wgmma_##dname##_m##bm, \
-           __grid_constant__ cuda_matmul_skinny_tma_params, matmul_skinny_wgmma_impl<dname, bm>(p))
-GK_SKINNY_WGMMA_KERNEL(f16, 32)
-GK_SKINNY_WGMMA_KERNEL(bf16, 32)
-GK_SKINNY_WGMMA_KERNEL(f16, 64)
-GK_SKINNY_WGMMA_KERNEL(bf16, 64)
+#define GK_SKINNY_WGMMA_KERNEL(kind, dname, bm, fused)                                                   \
+  GK_ENTRY(__launch_bounds__(GK_MATMUL_SKINNY_WGMMA_THREADS, 2), gk_matmul_skinny_wgmma##kind##dname##_m##bm, \
+           __grid_constant__ cuda_matmul_skinny_tma_params, matmul_skinny_wgmma_impl<dname, bm, fused>(p))
+GK_SKINNY_WGMMA_KERNEL(_, f16, 32, false)
+GK_SKINNY_WGMMA_KERNEL(_, bf16, 32, false)
+GK_SKINNY_WGMMA_KERNEL(_, f16, 64, false)
+GK_SKINNY_WGMMA_KERNEL(_, bf16, 64, false)
+GK_SKINNY_WGMMA_KERNEL(_fused_, f16, 32, true)
+GK_SKINNY_WGMMA_KERNEL(_fused_, bf16, 32, true)
