@@ -36,7 +36,8 @@
 # The generator (libgllmk-model, `model` part): tests/model on cuda (and on
 # vulkan when that part runs too), tests/device/generate_check.py (gllmk's
 # logits and greedy tokens against tools/bench/torch_model.py and
-# transformers, every family, bf16 and f32), the load speed of an 8B-shaped
+# transformers, every family, bf16 and f32, then in bf16 at batch 24, which
+# cuda decodes through its fused TMA/wgmma skinny GEMM), the load speed of an 8B-shaped
 # checkpoint from the page cache, and gllmk-generate --synthetic llama3-8b.
 #
 # Tensor parallelism (`tp` part, on a machine with 2 or more GPUs):
@@ -207,6 +208,9 @@ if wants model; then
   gen_check="env PYTHONUNBUFFERED=1 python3 tests/device/generate_check.py --gllmk-generate build/bin/gllmk-generate --workdir /tmp/gllmk-generate-check"
   step "model tests (cuda)" "$out/model-cuda.log" env CK_RUN_CASE=cuda build/tests/model --backend cuda
   step "generate vs torch (cuda)" "$out/generate-check-cuda.txt" $gen_check --backend cuda
+  # 24 sequences: cuda's decode steps through matmul_skinny_wgmma_fused on Hopper
+  step "generate vs torch, batch 24 (cuda)" "$out/generate-check-cuda-b24.txt" \
+    $gen_check --backend cuda --batch 24 --dtypes bf16
   if wants vulkan; then
     step "model tests (vulkan)" "$out/model-vulkan.log" env CK_RUN_CASE=vulkan build/tests/model --backend vulkan
     step "generate vs torch (vulkan)" "$out/generate-check-vulkan.txt" $gen_check --backend vulkan
