@@ -290,7 +290,7 @@ def main():
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--dtypes", default="bf16,f32")
     ap.add_argument("--batch", type=int, default=BATCH,
-                    help="sequences decoded together (cuda fuses differently at 2-16 and 17-64)")
+                    help="sequences decoded together (cuda decodes 1, 2-16, 17-32 and 33-64 rows with different kernels)")
     ap.add_argument("--load-speed", action="store_true")
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--check", action="store_true", help="correctness too with --load-speed/--speed")
