@@ -1102,18 +1102,15 @@ __device__ __forceinline__ void skinny_wgmma_step(float (&acc)[BM / 2], uint64_t
 }
 
 /* a_rms: consumer thread q's share of a's squares in a stage of
- * matmul_skinny_wgmma (BM rows of 64, one 128-byte line each, whose 16-byte
- * chunks the swizzle only reorders within the line): chunks q and q + 256,
- * of rows q / 8 and q / 8 + 32. */
-template <class T, int BM>
-__device__ __forceinline__ void add_tma_stage_squares(const unsigned char *as, float (&squares)[BM / 32]) {
+ * matmul_skinny_wgmma_fused (32 rows of 64, one 128-byte line each, whose
+ * 16-byte chunks the swizzle only reorders within the line): chunk q, of
+ * row q / 8. */
+template <class T>
+__device__ __forceinline__ void add_tma_stage_squares(const unsigned char *as, float &squares) {
+  float x[8];
+  unpack16((T *)nullptr, reinterpret_cast<const uint4 *>(as)[threadIdx.x], x);
 #pragma unroll
-  for (int e = 0; e < BM / 32; e++) {
-    float x[8];
-    unpack16((T *)nullptr, reinterpret_cast<const uint4 *>(as)[threadIdx.x + 256 * e], x);
-#pragma unroll
-    for (int i = 0; i < 8; i++) squares[e] = fmaf(x[i], x[i], squares[e]);
-  }
+  for (int i = 0; i < 8; i++) squares = fmaf(x[i], x[i], squares);
 }
 
 /* matmul_skinny_wgmma's fused epilogue: the summed tile passes through
@@ -1178,14 +1175,17 @@ __device__ __forceinline__ void skinny_wgmma_fused_store(const cuda_matmul_param
  * 8 h) of its warpgroup's 64 columns at acc[4 j + 2 h + e].
  *
  * FUSED (a_norm, rope, kv, glu: matmul_skinny_fused's fusions, kernels of
- * their own so that the plain ones stay as they are): each consumer thread
- * squares a chunk or two of every stage of a (add_tma_stage_squares), split
+ * their own so that the plain ones stay as they are; 32 rows only, where
+ * they were faster than the separate calls, matmul.c says by how much):
+ * each consumer thread squares a chunk of every stage of a
+ * (add_tma_stage_squares), split
  * blocks leave their rows' sums after their partial tile, and
  * skinny_wgmma_fused_store applies the fusions once K is summed. With glu a
  * block takes BN / 2 gate columns and their up columns, two TMA boxes of
  * BN / 2 rows of b a stage. */
 template <class T, int BM, bool FUSED>
 __device__ void matmul_skinny_wgmma_impl(const cuda_matmul_skinny_tma_params &P) {
+  static_assert(!FUSED || BM == 32, "fused: 32 rows (a thread's squares are one chunk of a stage)");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   const cuda_matmul_skinny_params &S = P.s;
   const cuda_matmul_params &p = S.p;
@@ -1231,7 +1231,7 @@ __device__ void matmul_skinny_wgmma_impl(const cuda_matmul_skinny_tma_params &P)
   const bool a_rms = FUSED && p.a_rms;
   __shared__ skinny_fusion_data<FUSED ? BM : 1> fusion;
   if constexpr (FUSED) load_skinny_fusion_data<BM>(p, tile, fusion);
-  float squares[BM / 32] = {};
+  float squares = 0.0f; /* a_rms: see add_tma_stage_squares */
   float acc[BM / 2];
 #pragma unroll
   for (int i = 0; i < BM / 2; i++) acc[i] = 0.0f;
@@ -1241,7 +1241,7 @@ __device__ void matmul_skinny_wgmma_impl(const cuda_matmul_skinny_tma_params &P)
     const unsigned char *bs = ring + s * STAGE_BYTES, *as = bs + B_BYTES;
     /* read before this warp's products are issued, so before the stage can
      * be handed back (that waits for every warp's products) */
-    if (a_rms) add_tma_stage_squares<T, BM>(as, squares);
+    if (a_rms) add_tma_stage_squares<T>(as, squares);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < WG_BK / 16; kk++)
@@ -1255,11 +1255,8 @@ __device__ void matmul_skinny_wgmma_impl(const cuda_matmul_skinny_tma_params &P)
   if constexpr (FUSED) {
     if (a_rms) { /* the 8 threads of a row add theirs */
 #pragma unroll
-      for (int e = 0; e < BM / 32; e++) {
-#pragma unroll
-        for (int o = 1; o < 8; o <<= 1) squares[e] += __shfl_xor_sync(0xffffffffu, squares[e], o);
-        if ((threadIdx.x & 7) == 0) fusion.squares[threadIdx.x / 8 + 32 * e] = squares[e];
-      }
+      for (int o = 1; o < 8; o <<= 1) squares += __shfl_xor_sync(0xffffffffu, squares, o);
+      if ((threadIdx.x & 7) == 0) fusion.squares[threadIdx.x / 8] = squares;
     }
     named_barrier_sync(1, 256); /* the squares and fusion's loads are in; no one reads the ring any more */
   }
