@@ -9,7 +9,9 @@
  * and all_gather in every dtype, with odd sizes, at an offset inside a
  * larger buffer, outputs poisoned first and everything beyond the output
  * checked untouched; sums checked against float64 with the dtype's
- * rounding. Then bad input: a clear error and nothing written; a recording
+ * rounding, and every rank's result the same bits. Many aligned sums in a
+ * row of sizes on both sides of 1 MiB (cuda's peer-memory path and NCCL).
+ * Then bad input: a clear error and nothing written; a recording
  * that holds a collective (refused where recordings are replayed call by
  * call; on a backend with native recordings, replayed and checked); a
  * communicator freed with its context. A backend without collectives is
@@ -64,19 +66,29 @@ typedef struct rank_data {
   gllmk_buffer *in_buf, *out_buf;
   gllmk_tensor in, out;
   uint64_t in_size, out_size;
+  int64_t pad;
 } rank_data;
 
-#define PAD 37 /* elements before and after each tensor */
+/* Elements before and after each tensor: an odd count puts it at an
+ * unaligned offset, ALIGNED_PAD on 64 bytes (cuda's vector paths). */
+#define PAD 37
+#define ALIGNED_PAD 32
 
-static void rank_alloc(gllmk_context *ctx, gllmk_dtype dt, int64_t n, int64_t out_n, rank_data *d) {
+static void rank_alloc_at(gllmk_context *ctx, gllmk_dtype dt, int64_t n, int64_t out_n, int64_t pad,
+                          rank_data *d) {
   size_t elem = gllmk_dtype_size(dt);
-  d->in_size = (uint64_t)(n + 2 * PAD) * elem;
-  d->out_size = (uint64_t)(out_n + 2 * PAD) * elem;
+  d->pad = pad;
+  d->in_size = (uint64_t)(n + 2 * pad) * elem;
+  d->out_size = (uint64_t)(out_n + 2 * pad) * elem;
   must(gllmk_buffer_alloc(ctx, d->in_size, &d->in_buf), "alloc in");
   must(gllmk_buffer_alloc(ctx, d->out_size, &d->out_buf), "alloc out");
-  must(gllmk_tensor_make(d->in_buf, PAD * elem, dt, 1, &n, &d->in), "in tensor");
-  must(gllmk_tensor_make(d->out_buf, PAD * elem, dt, 1, &out_n, &d->out), "out tensor");
+  must(gllmk_tensor_make(d->in_buf, (uint64_t)pad * elem, dt, 1, &n, &d->in), "in tensor");
+  must(gllmk_tensor_make(d->out_buf, (uint64_t)pad * elem, dt, 1, &out_n, &d->out), "out tensor");
   must(gllmk_buffer_fill(d->out_buf, 0, d->out_size, POISON), "poison");
+}
+
+static void rank_alloc(gllmk_context *ctx, gllmk_dtype dt, int64_t n, int64_t out_n, rank_data *d) {
+  rank_alloc_at(ctx, dt, n, out_n, PAD, d);
 }
 
 static void rank_free(rank_data *d) {
@@ -106,11 +118,12 @@ static void read_output(const rank_data *d, gllmk_dtype dt, int64_t out_n, doubl
   unsigned char *raw = malloc(d->out_size);
   ck_assert_ptr_nonnull(raw);
   must(gllmk_buffer_read(d->out_buf, 0, raw, d->out_size), "read output");
-  for (uint64_t i = 0; i < PAD * elem; i++) {
+  const uint64_t pad_bytes = (uint64_t)d->pad * elem;
+  for (uint64_t i = 0; i < pad_bytes; i++) {
     ck_assert_msg(raw[i] == POISON, "byte %llu before the output was written", (unsigned long long)i);
     ck_assert_msg(raw[d->out_size - 1 - i] == POISON, "a byte after the output was written");
   }
-  for (int64_t i = 0; i < out_n; i++) values[i] = test_load(dt, raw + PAD * elem, i);
+  for (int64_t i = 0; i < out_n; i++) values[i] = test_load(dt, raw + pad_bytes, i);
   free(raw);
 }
 
@@ -132,13 +145,16 @@ static void check_sum(gllmk_dtype dt, const double *got, double *const *inputs, 
   }
 }
 
-/* all_reduce of n elements over the group, in place or not. */
-static void reduce_case(group *g, gllmk_dtype dt, int64_t n, bool in_place) {
+/* all_reduce of n elements over the group, in place or not, with `pad`
+ * elements around each tensor: every rank must get the sum, and the same
+ * bits as rank 0 (ranks that disagree would drift apart in a model). */
+static void reduce_case_at(group *g, gllmk_dtype dt, int64_t n, bool in_place, int64_t pad) {
   rank_data d[MAX_RANKS];
   double *inputs[MAX_RANKS], *got = malloc(sizeof(double) * (size_t)n);
+  double *rank0 = malloc(sizeof(double) * (size_t)n);
   gllmk_tensor outs[MAX_RANKS], ins[MAX_RANKS];
   for (uint32_t r = 0; r < g->ranks; r++) {
-    rank_alloc(g->ctx[r], dt, n, n, &d[r]);
+    rank_alloc_at(g->ctx[r], dt, n, n, pad, &d[r]);
     inputs[r] = malloc(sizeof(double) * (size_t)n);
     fill_input(dt, n, r, &d[r], inputs[r]);
     ins[r] = d[r].in;
@@ -151,12 +167,21 @@ static void reduce_case(group *g, gllmk_dtype dt, int64_t n, bool in_place) {
                              (uint64_t)n * gllmk_dtype_size(dt)), "copy");
     read_output(&d[r], dt, n, got);
     check_sum(dt, got, inputs, g->ranks, n, r);
+    if (r == 0) memcpy(rank0, got, sizeof(double) * (size_t)n);
+    for (int64_t i = 0; i < n && r > 0; i++)
+      ck_assert_msg(got[i] == rank0[i], "rank %u element %lld: %.8g, rank 0 has %.8g (%s, %lld elements)", r,
+                    (long long)i, got[i], rank0[i], gllmk_dtype_name(dt), (long long)n);
   }
   for (uint32_t r = 0; r < g->ranks; r++) {
     rank_free(&d[r]);
     free(inputs[r]);
   }
   free(got);
+  free(rank0);
+}
+
+static void reduce_case(group *g, gllmk_dtype dt, int64_t n, bool in_place) {
+  reduce_case_at(g, dt, n, in_place, PAD);
 }
 
 static void gather_case(group *g, gllmk_dtype dt, int64_t n) {
@@ -201,6 +226,27 @@ START_TEST(values) {
   gather_case(&g, GLLMK_I32, 1001);
   printf("collectives: %s, %u ranks: all_reduce and all_gather in f32, f16, bf16 (i32 gather)\n",
          backends[backend].name, ranks);
+  group_close(&g);
+}
+END_TEST
+
+/* Many sums in a row on aligned tensors, sizes in turn on both sides of
+ * 1 MiB (where cuda's all_reduce leaves peer memory for NCCL) and from one
+ * decode row of 4096 to 32: the vector path of cuda's peer-memory kernel,
+ * which reuses its buffers from call to call. */
+START_TEST(sequence) {
+  int backend = _i / MAX_RANKS;
+  uint32_t ranks = (uint32_t)(_i % MAX_RANKS) + 1;
+  group g;
+  if (!group_open_or_skip(backend, ranks, "sequence", &g)) return;
+  static const struct {
+    gllmk_dtype dt;
+    int64_t n;
+  } sums[] = {{GLLMK_BF16, 4096},  {GLLMK_BF16, 32 * 4096}, {GLLMK_F32, 262144},
+              {GLLMK_F32, 262148}, {GLLMK_F16, 3 * 4096 + 8}, {GLLMK_BF16, 8}};
+  const int count = (int)(sizeof sums / sizeof sums[0]), rounds = test_opts.quick ? 2 * count : 6 * count;
+  for (int i = 0; i < rounds; i++) reduce_case_at(&g, sums[i % count].dt, sums[i % count].n, i % 2, ALIGNED_PAD);
+  printf("collectives: %s, %u ranks: %d aligned all_reduces in a row\n", backends[backend].name, ranks, rounds);
   group_close(&g);
 }
 END_TEST
@@ -317,6 +363,8 @@ START_TEST(recorded) {
         read_output(&d[r], GLLMK_F32, n, got);
         check_sum(GLLMK_F32, got, inputs, 2, n, (uint32_t)r);
       }
+      /* a direct call between replays: one decode row, as the generator's */
+      reduce_case_at(&g, GLLMK_BF16, 4096, round, ALIGNED_PAD);
     }
     printf("collectives: %s: recorded all_reduce replayed natively on both ranks\n",
            backends[_i].name);
@@ -342,6 +390,7 @@ int main(int argc, char **argv) {
   for (int b = 0; b < backend_count; b++) {
     TCase *tc = test_tcase(backends[b].name);
     tcase_add_loop_test(tc, values, b * MAX_RANKS, (b + 1) * MAX_RANKS);
+    tcase_add_loop_test(tc, sequence, b * MAX_RANKS, (b + 1) * MAX_RANKS);
     tcase_add_loop_test(tc, bad_input, b, b + 1);
     tcase_add_loop_test(tc, recorded, b, b + 1);
     suite_add_tcase(suite, tc);

@@ -90,27 +90,6 @@ static gllmk_status split_config(model_state *m) {
   return GLLMK_OK;
 }
 
-/* One all-reduce (of the final norm weights into scratch buffers), so that
- * NCCL connects its ranks at load rather than in the first forward, whose
- * time to first token it would otherwise take. */
-static gllmk_status connect_ranks(model_state *m) {
-  gllmk_tensor outs[MODEL_MAX_RANKS], ins[MODEL_MAX_RANKS];
-  gllmk_buffer *sums[MODEL_MAX_RANKS] = {NULL};
-  gllmk_status status = GLLMK_OK;
-  for (uint32_t r = 0; r < m->ranks && status == GLLMK_OK; r++) {
-    ins[r] = m->shards[r].final_norm;
-    status = gllmk_buffer_alloc(m->shards[r].context, gllmk_tensor_extent_bytes(&ins[r]), &sums[r]);
-    if (status == GLLMK_OK)
-      status = gllmk_tensor_make(sums[r], 0, (gllmk_dtype)ins[r].dtype, ins[r].ndim, ins[r].shape,
-                                 &outs[r]);
-  }
-  if (status == GLLMK_OK) status = gllmk_all_reduce(m->comm, outs, ins);
-  for (uint32_t r = 0; r < m->ranks && status == GLLMK_OK; r++)
-    status = gllmk_synchronize(m->shards[r].context);
-  for (uint32_t r = 0; r < m->ranks; r++) gllmk_buffer_free(sums[r]);
-  return status;
-}
-
 static gllmk_status load(model_state *m, gllmk_context *const *contexts,
                          const gllmk_model_load_options *o) {
   if (o->path)
@@ -126,7 +105,7 @@ static gllmk_status load(model_state *m, gllmk_context *const *contexts,
   else MODEL_TRY(model_fill_synthetic(m, o->seed));
   MODEL_TRY(model_fold_norms(m));
   MODEL_TRY(model_pair_rope_rows(m));
-  return m->ranks > 1 ? connect_ranks(m) : GLLMK_OK;
+  return GLLMK_OK;
 }
 
 static void model_destroy(model_state *m) {

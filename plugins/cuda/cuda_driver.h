@@ -28,6 +28,7 @@ typedef struct CUuuid {
 enum {
   CUDA_SUCCESS = 0,
   CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
 };
 
 /* cuDeviceGetAttribute */

@@ -282,6 +282,10 @@ gllmk_status cuda_synchronize(gllmk_plugin_device *dev) {
   *dev->error_host = 0;
   if (raised & GK_ERROR_EMBEDDING)
     return cuda_host->fail(GLLMK_ERR_OUT_OF_RANGE, "gllmk_embedding: a token id was outside [0, vocab)");
+  if (raised & GK_ERROR_COLLECTIVE)
+    return cuda_host->fail(GLLMK_ERR_BACKEND,
+                           "gllmk_all_reduce: a rank waited 20 s for the other ranks' part and gave up (was every "
+                           "rank's recording replayed?); the sum is wrong and the communicator must be freed");
   if (raised & GK_ERROR_KV_APPEND)
     return cuda_host->fail(GLLMK_ERR_OUT_OF_RANGE,
                            "gllmk_kv_append (or gllmk_matmul's kv_slots): a slot was past the end of the cache");

@@ -203,4 +203,14 @@ gllmk_status cuda_all_gather(gllmk_plugin_comm *comm, const gllmk_tensor *outs, 
 /* Appends "; NCCL <version>" or "; <why NCCL cannot be used>" (loads it). */
 void cuda_nccl_describe(char *text, size_t size);
 
+/* Small all-reduces through peer memory (p2p.c): *out_p2p stays NULL where
+ * the ranks' GPUs cannot all map each other's memory (NCCL does all then). */
+struct cuda_p2p;
+gllmk_status cuda_p2p_create(gllmk_plugin_device *const *devices, const CUcontext *contexts, uint32_t count,
+                             struct cuda_p2p **out_p2p);
+void cuda_p2p_free(struct cuda_p2p *p2p);
+int cuda_p2p_fits(const struct cuda_p2p *p2p, const gllmk_tensor *ins);
+gllmk_status cuda_p2p_all_reduce(struct cuda_p2p *p2p, gllmk_plugin_device *const *devices,
+                                 const gllmk_tensor *outs, const gllmk_tensor *ins);
+
 #endif /* GLLMK_CUDA_INTERNAL_H_ */

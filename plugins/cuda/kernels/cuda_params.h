@@ -15,6 +15,7 @@
 #define GK_ERROR_EMBEDDING 1u
 #define GK_ERROR_KV_APPEND 2u
 #define GK_ERROR_PAGED_ATTENTION 4u
+#define GK_ERROR_COLLECTIVE 8u /* an all_reduce gave up waiting for another rank */
 
 /* Element-wise ops over rows: out = f(a, b, c). A stride of 0 broadcasts a
  * row. `vec` = 1 when cols % 8 == 0 and every row of every tensor starts on a
@@ -305,5 +306,32 @@ typedef struct cuda_sample_params {
 #define GK_ATTENTION_WGMMA_STAGES 2
 #define GK_ATTENTION_WGMMA_SMEM(dp) \
   ((GK_ATTENTION_WGMMA_ROWS + 2 * GK_ATTENTION_WGMMA_STAGES * GK_ATTENTION_WGMMA_KEYS(dp)) * (dp) * 2 + 1024 + 128)
+
+/* all_reduce through peer memory (collective.cu, p2p.c). Each rank has a
+ * mailbox in its own memory: the flags other ranks raise,
+ * [GK_P2P_MAX_RANKS sender][GK_P2P_MAX_BLOCKS block] u32, then a counter per
+ * block of the calls that block has run, [GK_P2P_MAX_BLOCKS] u32, then the
+ * senders' data, [2 parities][ranks sender][GK_P2P_MAX_BYTES]. A block moves
+ * GK_P2P_BLOCK_BYTES of the tensor; sums of more than GK_P2P_MAX_BYTES go
+ * through NCCL. A rank waits for the others at most GK_P2P_TIMEOUT_NS. */
+#define GK_P2P_MAX_RANKS 16
+#define GK_P2P_THREADS 512
+#define GK_P2P_BLOCK_BYTES (GK_P2P_THREADS * 16)
+#define GK_P2P_MAX_BLOCKS 128
+#define GK_P2P_MAX_BYTES (GK_P2P_BLOCK_BYTES * GK_P2P_MAX_BLOCKS)
+#define GK_P2P_HEADER_BYTES ((GK_P2P_MAX_RANKS + 1) * GK_P2P_MAX_BLOCKS * 4)
+#define GK_P2P_TIMEOUT_NS 20000000000ull
+
+/* n elements of in summed over every rank into out (out may be in). `vec`
+ * = 1 when in and out start on 16 bytes and n fills whole 16-byte units. */
+typedef struct cuda_all_reduce_params {
+  uint64_t out, in;
+  uint64_t mailboxes[GK_P2P_MAX_RANKS]; /* rank r's, mapped on every rank */
+  uint64_t error_flag;
+  int64_t n;
+  uint32_t rank, ranks;
+  int32_t vec;
+  int32_t pad_;
+} cuda_all_reduce_params;
 
 #endif /* GLLMK_CUDA_PARAMS_H_ */

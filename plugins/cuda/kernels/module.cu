@@ -11,3 +11,4 @@
 #include "matmul.cu"
 #include "attention.cu"
 #include "sample.cu"
+#include "collective.cu"
