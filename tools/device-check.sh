@@ -42,7 +42,9 @@
 #
 # Tensor parallelism (`tp` part, on a machine with 2 or more GPUs):
 # tests/collectives and tests/model on cuda (their tensor-parallel cases
-# take GPUs 0 and 1), then gllmk-generate --synthetic llama3-8b with --tp 1
+# take GPUs 0 and 1), tests/collectives under memcheck,
+# tests/device/abandoned_all_reduce.c (one rank's recorded all-reduce
+# replayed alone: an error after 20 s, not a hang), then gllmk-generate --synthetic llama3-8b with --tp 1
 # and --tp 2 (TP_DEGREES="1 2 4" for more) at batch 1 and 32 after a
 # 1024-token prompt: tokens/s, the all-reduce time, and the greedy tokens and
 # logits of each --tp N against --tp 1
@@ -297,6 +299,14 @@ if wants tp; then
     [ -n "$nccl_lib" ] && export LD_LIBRARY_PATH=$nccl_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   fi
   step "collectives (cuda)" "$out/collectives-cuda.log" env CK_RUN_CASE=cuda build/tests/collectives --backend cuda
+  # NCCL probes its own kernels through CUDA API errors: only memory errors count.
+  step "collectives under memcheck" "$out/memcheck-collectives.log" env CK_RUN_CASE=cuda CK_FORK=no \
+    compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 1 --print-limit 20 \
+    build/tests/collectives --quick --backend cuda
+  step "all_reduce abandoned by a rank" "$out/abandoned-all-reduce.txt" sh -c \
+    'cc -std=c11 -D_GNU_SOURCE -Icore/include tests/device/abandoned_all_reduce.c -Lbuild/lib -lgllmk \
+       -o build/tests/abandoned_all_reduce && LD_LIBRARY_PATH=build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+       build/tests/abandoned_all_reduce'
   step "model tests (cuda, TP)" "$out/model-cuda.log" env CK_RUN_CASE=cuda build/tests/model --backend cuda
   gen="build/bin/gllmk-generate --synthetic llama3-8b --prompt-len 1024 --quiet"
   degrees=${TP_DEGREES:-1 2} # e.g. "1 2 4" on a machine with 4 GPUs
@@ -319,7 +329,8 @@ cat "$out"/tp*-compare.txt "$out/tp-speed.txt" 2>/dev/null
 echo
 cat "$out/vulkan-vs-cuda.txt" 2>/dev/null
 echo
-for log in conformance conformance-vulkan memcheck racecheck model-cuda model-vulkan collectives-cuda; do
+for log in conformance conformance-vulkan memcheck racecheck model-cuda model-vulkan collectives-cuda \
+  memcheck-collectives; do
   [ -e "$out/$log.log" ] || continue
   grep -E '^[0-9]+%: Checks:|ERROR SUMMARY|RACECHECK SUMMARY' "$out/$log.log" | sed "s/^/$log: /"
 done

@@ -637,8 +637,9 @@ GLLMK_API uint32_t gllmk_communicator_size(const gllmk_communicator *communicato
 GLLMK_API void gllmk_communicator_free(gllmk_communicator *communicator);
 
 /* outs[r] = ins[0] + ... + ins[count - 1] (elementwise, F32 accumulation
- * where the backend can), for every rank r; outs[r] may be ins[r] (in
- * place), otherwise they must not overlap. Every tensor has one shape and dtype. */
+ * where the backend can), the same bits for every rank r; outs[r] may be
+ * ins[r] (in place), otherwise they must not overlap. Every tensor has one
+ * shape and dtype. */
 GLLMK_API gllmk_status gllmk_all_reduce(gllmk_communicator *communicator,
                                         const gllmk_tensor *outs, const gllmk_tensor *ins);
 /* outs[r] = ins[0], ins[1], ... laid end to end: outs[r] has shape
