@@ -14,14 +14,20 @@
 
 /* ------------------------------------------------------------ contexts */
 
-gllmk_status cuda_enter(gllmk_plugin_device *dev) {
-  return cuda_check(cu.cuCtxPushCurrent(dev->context), "cuCtxPushCurrent");
+gllmk_status cuda_push_context(CUcontext context) {
+  return cuda_check(cu.cuCtxPushCurrent(context), "cuCtxPushCurrent");
 }
 
+void cuda_pop_context(void) {
+  CUcontext top;
+  cu.cuCtxPopCurrent(&top);
+}
+
+gllmk_status cuda_enter(gllmk_plugin_device *dev) { return cuda_push_context(dev->context); }
+
 void cuda_leave(gllmk_plugin_device *dev) {
-  CUcontext previous;
   (void)dev;
-  cu.cuCtxPopCurrent(&previous);
+  cuda_pop_context();
 }
 
 gllmk_status cuda_launch(gllmk_plugin_device *dev, enum cuda_kernel_id kernel, uint32_t gx, uint32_t gy,

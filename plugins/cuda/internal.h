@@ -148,6 +148,11 @@ gllmk_status cuda_open(const gllmk_plugin_open_options *options, gllmk_plugin_de
 void cuda_close(gllmk_plugin_device *dev);
 gllmk_status cuda_synchronize(gllmk_plugin_device *dev);
 
+/* Makes a context current for the calling thread / restores the previous
+ * one (communicators, whose contexts may outlive their devices). */
+gllmk_status cuda_push_context(CUcontext context);
+void cuda_pop_context(void);
+
 /* Makes the device's context current for the calling thread / restores the
  * previous one. Every entry point that calls the driver brackets with these. */
 gllmk_status cuda_enter(gllmk_plugin_device *dev);

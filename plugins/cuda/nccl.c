@@ -144,14 +144,7 @@ static gllmk_status rank_ordinals(gllmk_plugin_device *const *devices, uint32_t 
  * top of this thread's stack (and sets back the GPU it found when it
  * returns): the push gives it a GPU to find, and the pop after it leaves
  * the caller's stack as it was, whatever NCCL left on top. */
-static gllmk_status comm_enter(const gllmk_plugin_comm *comm) {
-  return cuda_check(cu.cuCtxPushCurrent(comm->contexts[0]), "cuCtxPushCurrent");
-}
-
-static void comm_leave(void) {
-  CUcontext top;
-  cu.cuCtxPopCurrent(&top);
-}
+static gllmk_status comm_enter(const gllmk_plugin_comm *comm) { return cuda_push_context(comm->contexts[0]); }
 
 static gllmk_status retain_contexts(gllmk_plugin_comm *comm) {
   for (; comm->retained < comm->count; comm->retained++) {
@@ -170,11 +163,6 @@ static void free_comm(gllmk_plugin_comm *comm) {
   free(comm);
 }
 
-/* Rank r's context, for calls that are not NCCL's. */
-static gllmk_status rank_enter(const gllmk_plugin_comm *comm, uint32_t r) {
-  return cuda_check(cu.cuCtxPushCurrent(comm->contexts[r]), "cuCtxPushCurrent");
-}
-
 /* One all-reduce and one all-gather of a float a rank, in two groups. */
 static gllmk_status sum_and_gather(gllmk_plugin_comm *comm, const CUdeviceptr *buffers) {
   gllmk_status status = comm_enter(comm);
@@ -191,7 +179,7 @@ static gllmk_status sum_and_gather(gllmk_plugin_comm *comm, const CUdeviceptr *b
                                   1, ncclFloat32, comm->comms[r], comm->devices[r]->stream);
     ended = nccl.ncclGroupEnd();
   }
-  comm_leave();
+  cuda_pop_context();
   return nccl_check(result != ncclSuccess ? result : ended, "connecting the ranks");
 }
 
@@ -208,19 +196,19 @@ static gllmk_status connect_ranks(gllmk_plugin_comm *comm) {
   const size_t bytes = comm->count * sizeof(float);
   gllmk_status status = GLLMK_OK;
   for (uint32_t r = 0; r < comm->count && status == GLLMK_OK; r++) {
-    status = rank_enter(comm, r);
+    status = cuda_push_context(comm->contexts[r]);
     if (status != GLLMK_OK) break;
     status = cuda_check(cu.cuMemAlloc(&buffers[r], bytes), "cuMemAlloc");
     if (status == GLLMK_OK) status = cuda_check(cu.cuMemsetD8(buffers[r], 0, bytes), "cuMemsetD8");
-    comm_leave();
+    cuda_pop_context();
   }
   if (status == GLLMK_OK) status = sum_and_gather(comm, buffers);
   for (uint32_t r = 0; r < comm->count; r++) {
-    if (!buffers[r] || rank_enter(comm, r) != GLLMK_OK) continue;
+    if (!buffers[r] || cuda_push_context(comm->contexts[r]) != GLLMK_OK) continue;
     const gllmk_status synced = cuda_check(cu.cuStreamSynchronize(comm->devices[r]->stream), "cuStreamSynchronize");
     if (status == GLLMK_OK) status = synced;
     cu.cuMemFree(buffers[r]);
-    comm_leave();
+    cuda_pop_context();
   }
   return status;
 }
@@ -238,7 +226,7 @@ gllmk_status cuda_comm_create(gllmk_plugin_device *const *devices, uint32_t coun
   if (status == GLLMK_OK) status = comm_enter(comm);
   if (status == GLLMK_OK) {
     status = nccl_check(nccl.ncclCommInitAll(comm->comms, (int)count, ordinals), "ncclCommInitAll");
-    comm_leave();
+    cuda_pop_context();
   }
   if (status != GLLMK_OK) {
     free_comm(comm);
@@ -260,7 +248,7 @@ gllmk_status cuda_comm_create(gllmk_plugin_device *const *devices, uint32_t coun
 void cuda_comm_free(gllmk_plugin_comm *comm) {
   if (comm_enter(comm) == GLLMK_OK) {
     for (uint32_t r = 0; r < comm->count; r++) nccl.ncclCommDestroy(comm->comms[r]);
-    comm_leave();
+    cuda_pop_context();
   }
   free_comm(comm);
 }
@@ -330,7 +318,7 @@ static gllmk_status collective(gllmk_plugin_comm *comm, const gllmk_tensor *outs
       failed = "ncclGroupEnd";
     }
   }
-  comm_leave();
+  cuda_pop_context();
   return nccl_check(result, failed);
 }
 

@@ -48,14 +48,13 @@ static int enable_peers(const struct cuda_p2p *p2p, uint32_t r) {
     const CUresult result = cu.cuCtxEnablePeerAccess(p2p->contexts[peer], 0);
     enabled = result == CUDA_SUCCESS || result == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
   }
-  CUcontext top;
-  cu.cuCtxPopCurrent(&top);
+  cuda_pop_context();
   return enabled;
 }
 
 /* Rank r's mailbox, zeroed: no flag raised, no call counted. */
 static gllmk_status alloc_mailbox(struct cuda_p2p *p2p, uint32_t r) {
-  gllmk_status status = cuda_check(cu.cuCtxPushCurrent(p2p->contexts[r]), "cuCtxPushCurrent");
+  gllmk_status status = cuda_push_context(p2p->contexts[r]);
   if (status != GLLMK_OK) return status;
   const size_t bytes = mailbox_bytes(p2p->count);
   status = cuda_check(cu.cuMemAlloc(&p2p->mailboxes[r], bytes), "cuMemAlloc (all_reduce mailbox)");
@@ -63,8 +62,7 @@ static gllmk_status alloc_mailbox(struct cuda_p2p *p2p, uint32_t r) {
     p2p->allocated++;
     status = cuda_check(cu.cuMemsetD8(p2p->mailboxes[r], 0, bytes), "cuMemsetD8");
   }
-  CUcontext top;
-  cu.cuCtxPopCurrent(&top);
+  cuda_pop_context();
   return status;
 }
 
@@ -73,8 +71,7 @@ void cuda_p2p_free(struct cuda_p2p *p2p) {
   for (uint32_t r = 0; r < p2p->allocated; r++) {
     if (cu.cuCtxPushCurrent(p2p->contexts[r]) != CUDA_SUCCESS) continue;
     cu.cuMemFree(p2p->mailboxes[r]);
-    CUcontext top;
-    cu.cuCtxPopCurrent(&top);
+    cuda_pop_context();
   }
   free(p2p);
 }
