@@ -15,7 +15,7 @@
 #include "launch.h"
 
 /* Kernels are picked as CK_<op>_f32 + variant(dtype). */
-_Static_assert(CUDA_DTYPE_VARIANTS(argmax) && CUDA_DTYPE_VARIANTS(sample) &&
+_Static_assert(CUDA_DTYPE_VARIANTS(argmax) && CUDA_DTYPE_VARIANTS(argmax_split) && CUDA_DTYPE_VARIANTS(sample) &&
                    CUDA_DTYPE_VARIANTS(sample_topk_chunks) && CUDA_DTYPE_VARIANTS(sample_topk_draw),
                "kernels.def: f32, f16, bf16 variants in gllmk_dtype order");
 
@@ -35,6 +35,9 @@ _Static_assert(CUDA_DTYPE_VARIANTS(argmax) && CUDA_DTYPE_VARIANTS(sample) &&
 
 static gllmk_status run_argmax(gllmk_plugin_device *dev, const gllmk_argmax_args *args) {
   const rows_t rl = gllmk_plugin_as_rows(args->logits);
+  /* The kernel counts a row's columns in int32_t, as out holds them. */
+  if (rl.cols > INT32_MAX)
+    return cuda_host->fail(GLLMK_ERR_UNSUPPORTED, "cuda: argmax over rows of more than 2^31 - 1 logits");
   const cuda_index_view out = index_view(args->out);
   cuda_argmax_params p;
   memset(&p, 0, sizeof p);
@@ -54,15 +57,23 @@ static gllmk_status run_argmax(gllmk_plugin_device *dev, const gllmk_argmax_args
     p.span = ceil_div(ceil_div(p.cols, wanted < most ? wanted : most), 8) * 8; /* keeps 16-byte loads aligned */
     p.splits = (int32_t)ceil_div(p.cols, p.span);
   }
-  if (p.splits == 1)
-    return cuda_launch(dev, CK_argmax_f32 + variant(args->logits->dtype), 1, clamp_u32(p.rows, MAX_GRID_YZ), 1,
-                       block_for(ceil_div(p.cols, 64), 1024), 0, &p);
+  if (p.splits == 1) {
+    const int64_t rows = p.rows, row_bytes = p.stride * (int64_t)gllmk_plugin_dtype_size(args->logits->dtype);
+    gllmk_status status = GLLMK_OK;
+    for (int64_t first = 0; first < rows && status == GLLMK_OK; first += MAX_GRID_X) {
+      status = cuda_launch(dev, CK_argmax_f32 + variant(args->logits->dtype), clamp_u32(rows - first, MAX_GRID_X), 1,
+                           1, block_for(ceil_div(p.cols, 64), 1024), 0, &p);
+      p.logits += (uint64_t)(MAX_GRID_X * row_bytes);
+      p.out += (uint64_t)MAX_GRID_X * sizeof(int32_t);
+    }
+    return status;
+  }
   CUdeviceptr scratch;
   const gllmk_status status = cuda_scratch(dev, (size_t)(p.rows * p.splits * 8), &scratch);
   if (status != GLLMK_OK) return status;
   p.partial = scratch;
   p.counters = dev->arrivals;
-  return cuda_launch(dev, CK_argmax_f32 + variant(args->logits->dtype), (uint32_t)p.splits, (uint32_t)p.rows, 1,
+  return cuda_launch(dev, CK_argmax_split_f32 + variant(args->logits->dtype), (uint32_t)p.splits, (uint32_t)p.rows, 1,
                      ARGMAX_SPLIT_THREADS, 0, &p);
 }
 

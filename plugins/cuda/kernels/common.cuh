@@ -167,18 +167,31 @@ __device__ __forceinline__ void raise_error(uint64_t flag, uint32_t bit) {
 }
 
 /* Calls f(first column, values) for each of this thread's 8-element units
- * of a row, in for_row's order; only where for_row's `vec` holds. */
-template <int UNROLL = 4, class T, class F>
-__device__ __forceinline__ void for_row_units(const T *row, int64_t cols, F f) {
-  const int64_t units = cols / 8;
-  for (int64_t u0 = threadIdx.x; u0 < units; u0 += UNROLL * (int64_t)blockDim.x) {
-    float v[UNROLL][8];
+ * of a row, in for_row's order; only where for_row's `vec` holds. Columns
+ * count in I: int32_t where the caller knows the row fits, which saves a
+ * bandwidth-bound row's 64-bit index arithmetic. */
+template <int UNROLL = 4, class I = int64_t, class T, class F>
+__device__ __forceinline__ void for_row_units(const T *row, I cols, F f) {
+  constexpr int WORDS = (int)sizeof(T) / 2; /* 16-byte words a unit */
+  const I units = cols / 8, step = (I)blockDim.x;
+  for (I u0 = threadIdx.x; u0 < units; u0 += UNROLL * step) {
+    /* Every load issued before any is unpacked: unpacked at once, a unit
+     * of 16-bit elements holds 8 registers instead of 4, and under a
+     * 1024-thread block's 64 registers the loads went out fewer at a time. */
+    uint4 w[UNROLL][WORDS];
 #pragma unroll
     for (int i = 0; i < UNROLL; i++)
-      if (u0 + i * blockDim.x < units) load8(row + 8 * (u0 + i * blockDim.x), v[i]);
+      if (u0 + i * step < units)
+#pragma unroll
+        for (int k = 0; k < WORDS; k++) w[i][k] = reinterpret_cast<const uint4 *>(row + 8 * (u0 + i * step))[k];
 #pragma unroll
     for (int i = 0; i < UNROLL; i++)
-      if (u0 + i * blockDim.x < units) f(8 * (u0 + i * blockDim.x), v[i]);
+      if (u0 + i * step < units) {
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < WORDS; k++) unpack16((T *)nullptr, w[i][k], v + 4 * k);
+        f(8 * (u0 + i * step), v);
+      }
   }
 }
 
@@ -186,15 +199,15 @@ __device__ __forceinline__ void for_row_units(const T *row, int64_t cols, F f) {
  * units u = threadIdx.x + k * blockDim.x, UNROLL loads in flight, when `vec`
  * (cols % 8 == 0, row 16-byte aligned); else columns threadIdx.x + k *
  * blockDim.x. The order is fixed, so sums over it are reproducible. */
-template <int UNROLL = 4, class T, class F>
-__device__ __forceinline__ void for_row(const T *row, int64_t cols, int vec, F f) {
+template <int UNROLL = 4, class I = int64_t, class T, class F>
+__device__ __forceinline__ void for_row(const T *row, I cols, int vec, F f) {
   if (vec) {
-    for_row_units<UNROLL>(row, cols, [&](int64_t c, const float v[8]) {
+    for_row_units<UNROLL, I>(row, cols, [&](I c, const float v[8]) {
 #pragma unroll
       for (int e = 0; e < 8; e++) f(c + e, v[e]);
     });
   } else {
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) f(c, load1(row + c));
+    for (I c = threadIdx.x; c < cols; c += blockDim.x) f(c, load1(row + c));
   }
 }
 

@@ -204,10 +204,10 @@ typedef struct cuda_attention_tma_params {
 /* Combines split-K partial results of attention into out (and lse). */
 typedef cuda_attention_params cuda_attention_combine_params;
 
-/* argmax: block (s, y) takes columns [s * span, (s + 1) * span) of rows
- * y, y + gridDim.y, ...; with splits > 1 (then rows <= gridDim.y) each
- * block leaves its best (value, column) in partial[r * splits + s] and the
- * last of a row's blocks to arrive (counters[r]) picks the row's. */
+/* argmax: block x takes row x, into out[x] (out is contiguous); argmax_split's block
+ * (s, r) takes columns [s * span, (s + 1) * span) of row r, leaves its best
+ * (value, column) in partial[r * splits + s], and the last of a row's
+ * blocks to arrive (counters[r]) picks the row's. */
 typedef struct cuda_argmax_params {
   uint64_t logits, out;
   int64_t rows, cols, stride;

@@ -21,18 +21,21 @@
 
 /* Whether (v, i) beats (best, best_i): larger value, then lower index; NaN
  * is smaller than every number, as the cpu backend defines it (a row of NaN
- * gives 0). "Nothing yet" is (NaN, INT64_MAX), which every element beats. */
-__device__ __forceinline__ bool beats(float v, int64_t i, float best, int64_t best_i) {
+ * gives 0). "Nothing yet" is (NaN, no_index<I>()), which every element
+ * beats. Indices are int64_t, or int32_t where a row's columns fit. */
+template <class I> __device__ __forceinline__ I no_index() { return sizeof(I) == 4 ? (I)INT32_MAX : (I)INT64_MAX; }
+
+template <class I> __device__ __forceinline__ bool beats(float v, I i, float best, I best_i) {
   if (v != v) return best != best && i < best_i;
   if (best != best) return true;
   return v > best || (v == best && i < best_i);
 }
 
 /* The warp's best (value, index) by beats(), in every lane. */
-__device__ __forceinline__ void warp_argmax(float *best, int64_t *best_i) {
+template <class I> __device__ __forceinline__ void warp_argmax(float *best, I *best_i) {
   for (int o = 16; o > 0; o >>= 1) {
     const float v = __shfl_xor_sync(0xffffffffu, *best, o);
-    const int64_t i = __shfl_xor_sync(0xffffffffu, *best_i, o);
+    const I i = __shfl_xor_sync(0xffffffffu, *best_i, o);
     if (beats(v, i, *best, *best_i)) {
       *best = v;
       *best_i = i;
@@ -42,9 +45,9 @@ __device__ __forceinline__ void warp_argmax(float *best, int64_t *best_i) {
 
 /* The block's best (value, index) by beats(), from each thread's own best,
  * for every thread. */
-__device__ int64_t block_argmax(float best, int64_t best_i, float *value) {
+template <class I> __device__ I block_argmax(float best, I best_i, float *value) {
   __shared__ float best_value[32];
-  __shared__ int64_t best_index[32];
+  __shared__ I best_index[32];
   warp_argmax(&best, &best_i);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();
@@ -56,7 +59,7 @@ __device__ int64_t block_argmax(float best, int64_t best_i, float *value) {
   if (warp == 0) {
     const int warps = blockDim.x >> 5;
     best = lane < warps ? best_value[lane] : __int_as_float(0x7fc00000);
-    best_i = lane < warps ? best_index[lane] : INT64_MAX;
+    best_i = lane < warps ? best_index[lane] : no_index<I>();
     warp_argmax(&best, &best_i);
     if (lane == 0) {
       best_value[0] = best;
@@ -70,16 +73,16 @@ __device__ int64_t block_argmax(float best, int64_t best_i, float *value) {
 
 /* Index of the row's largest logit (lowest on ties) and its value, for
  * every thread. */
-template <class T> __device__ int64_t row_argmax(const T *row, int64_t cols, int vec, float *value) {
+template <class T, class I> __device__ I row_argmax(const T *row, I cols, int vec, float *value) {
   /* First a bare >: a thread's columns come in order, so that keeps the
    * lowest index of its largest number in fewer instructions than beats()
    * (H100 [128, 128256]: bf16 24.8 -> 17.8 us, f32 29.6 -> 26.4; [1, 128256]
    * 17.8 -> 11.2), but never takes NaN or -inf; a thread that found nothing
    * so looks again with beats(). */
   float best = -INFINITY;
-  int64_t best_i = INT64_MAX;
+  I best_i = no_index<I>();
   if (vec)
-    for_row_units(row, cols, [&](int64_t c, const float v[8]) {
+    for_row_units<4, I>(row, cols, [&](I c, const float v[8]) {
       /* The unit's largest first (fmaxf passes NaN over), the column only
        * when it beats: 8 compares and selects of 64-bit columns a unit
        * became 7 max and 1 compare (bf16 was bound by instructions). */
@@ -94,15 +97,15 @@ template <class T> __device__ int64_t row_argmax(const T *row, int64_t cols, int
       }
     });
   else
-    for_row(row, cols, vec, [&](int64_t c, float v) {
+    for_row<4, I>(row, cols, vec, [&](I c, float v) {
       if (v > best) {
         best = v;
         best_i = c;
       }
     });
-  if (best_i == INT64_MAX) {
+  if (best_i == no_index<I>()) {
     best = __int_as_float(0x7fc00000); /* NaN: nothing yet */
-    for_row(row, cols, vec, [&](int64_t c, float v) {
+    for_row<4, I>(row, cols, vec, [&](I c, float v) {
       if (beats(v, c, best, best_i)) {
         best = v;
         best_i = c;
@@ -124,9 +127,9 @@ struct argmax_partial {
 
 /* The row's answer from its blocks' partials, by warp 0 (in any order:
  * beats() is a total order). */
-__device__ int64_t merge_argmax(const argmax_partial *partial, int splits) {
+__device__ int32_t merge_argmax(const argmax_partial *partial, int splits) {
   float best = __int_as_float(0x7fc00000);
-  int64_t best_i = INT64_MAX;
+  int32_t best_i = INT32_MAX;
   for (int s = threadIdx.x; s < splits; s += 32) {
     const float2 q = __ldcg(reinterpret_cast<const float2 *>(partial + s));
     if (beats(q.x, __float_as_int(q.y), best, best_i)) {
@@ -138,25 +141,41 @@ __device__ int64_t merge_argmax(const argmax_partial *partial, int splits) {
   return best_i;
 }
 
+/* argmax: block x takes row x (the host launches at most MAX_GRID_X rows at
+ * a time, moving logits and out along; out is contiguous). Its columns
+ * count in int32_t (the host takes rows of at most 2^31 - 1 logits, as out
+ * holds int32_t), for_row_units issues every load before unpacking any, and
+ * the split form below is a kernel of its own: 64-bit columns and a loop
+ * over rows had held registers the loads needed. gllmk-bench's bf16
+ * [128, 128256] went from 14.3 to 11.3 us on an H200 (55 -> 70% of copy). */
 template <class T> __device__ void argmax_impl(const cuda_argmax_params &p) {
-  const int64_t begin = blockIdx.x * p.span, count = min(p.span, p.cols - begin);
+  float value;
+  const int32_t best = row_argmax(ptr_at<const T>(p.logits, blockIdx.x * p.stride), (int32_t)p.cols, p.vec, &value);
+  if (threadIdx.x == 0) reinterpret_cast<int32_t *>(p.out)[blockIdx.x] = best;
+}
+
+/* argmax of few rows: block (s, r) takes columns [s * span, (s + 1) *
+ * span) of row r and leaves its best (value, column) in partial[r * splits
+ * + s]; the last of a row's blocks to arrive (counters[r]) picks the row's.
+ * The host launches a block row a row, so the loop over rows runs once, but
+ * written without it (return for continue) [1, 128256] took 5.7 us instead
+ * of 4.5 on an H200, for reasons not found; so are its 64-bit columns. */
+template <class T> __device__ void argmax_split_impl(const cuda_argmax_params &p) {
+  const int64_t begin = blockIdx.x * p.span;
   for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
     float value;
-    const int64_t best = begin + row_argmax(ptr_at<const T>(p.logits, r * p.stride + begin), count, p.vec, &value);
-    int32_t *out = out_at(p.out, p.out_cols, p.out_stride, r);
-    if (p.splits == 1) {
-      if (threadIdx.x == 0) *out = (int32_t)best;
-      continue;
-    }
+    const int32_t best = (int32_t)(begin + row_argmax(ptr_at<const T>(p.logits, r * p.stride + begin),
+                                                      min(p.span, p.cols - begin), p.vec, &value));
     argmax_partial *partial = reinterpret_cast<argmax_partial *>(p.partial) + r * p.splits;
-    if (threadIdx.x == 0) partial[blockIdx.x] = {value, (int32_t)best};
+    if (threadIdx.x == 0) partial[blockIdx.x] = {value, best};
     if (!last_to_arrive(p.counters, r, p.splits) || threadIdx.x >= 32) continue;
-    const int64_t merged = merge_argmax(partial, p.splits);
-    if (threadIdx.x == 0) *out = (int32_t)merged;
+    const int32_t merged = merge_argmax(partial, p.splits);
+    if (threadIdx.x == 0) *out_at(p.out, p.out_cols, p.out_stride, r) = merged;
   }
 }
 
 GK_FLOAT_KERNELS(argmax, argmax_impl, cuda_argmax_params, __launch_bounds__(1024))
+GK_FLOAT_KERNELS(argmax_split, argmax_split_impl, cuda_argmax_params, __launch_bounds__(1024))
 
 /* ----------------------------------------------------------------- sample */
 
@@ -664,7 +683,7 @@ template <class T> __device__ void sample_topk_draw_impl(const cuda_sample_param
         int64_t best_i = INT64_MAX;
         for (int64_t i = threadIdx.x; i < slots; i += 32) {
           const sample_candidate c = candidates[i];
-          if (c.column >= 0 && beats(c.value, c.column, best, best_i)) {
+          if (c.column >= 0 && beats(c.value, (int64_t)c.column, best, best_i)) {
             best = c.value;
             best_i = c.column;
           }
