@@ -1458,6 +1458,26 @@ static void argmax_nan_case(gllmk_dtype dtype, int64_t vocab, bool one_row_a_cal
   }
 }
 
+/* Rows of negative numbers only: NaN with the sign bit set among them, and
+ * -0 before +0 (a tie: the first zero wins); NaN with the sign bit set but
+ * for one -inf. Backends may order F16/BF16 by their bits (cpu), where
+ * these sit at the edges of the order. */
+static void argmax_sign_case(gllmk_dtype dtype, int64_t vocab) {
+  shape logits_shape = SHAPE(3, vocab);
+  const char *what = label("argmax %s %s of negative numbers, -NaN, -0 and +0", dname(dtype),
+                           shape_text(logits_shape));
+  dev logits = dev_new(dtype, logits_shape);
+  double *row = logits.host;
+  for (int64_t i = 0; i < 2 * vocab; i++)
+    row[i] = i % vocab == 0 || test_rng_int(&S.rng, 0, 9) == 0 ? -NAN : test_rng_uniform(&S.rng, -10, -1);
+  const int64_t zero = test_rng_int(&S.rng, 1, vocab - 2);
+  row[zero] = -0.0;
+  row[zero + 1 + test_rng_int(&S.rng, 0, vocab - zero - 2)] = 0.0;
+  for (int64_t i = 2 * vocab; i < 3 * vocab; i++) row[i] = -NAN;
+  row[2 * vocab + test_rng_int(&S.rng, 0, vocab - 1)] = -INFINITY;
+  expect_argmax(what, &logits, logits_shape);
+}
+
 static void conf_argmax(void) {
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     gllmk_dtype dtype = float_dtypes[d];
@@ -1475,6 +1495,8 @@ static void conf_argmax(void) {
     /* Lone rows long enough to be shared out (the cpu's threads, cuda's blocks). */
     argmax_case(dtype, SHAPE(1, S.quick ? 70001 : 151936), true);
     argmax_nan_case(dtype, 70001, true);
+    argmax_sign_case(dtype, 1000);
+    argmax_sign_case(dtype, 8195);
   }
 }
 
