@@ -59,7 +59,8 @@
 # gllmk-generate against an eager PyTorch forward of the same shapes (decode
 # at batch 1 and 32, prefill of 2048 tokens, time to first token) with the
 # issue's ratios, decode again without programmatic dependent launch, and
-# each op of a decode step timed alone (tools/bench/trace_summary.py); with
+# each op of a decode step timed alone (tools/bench/trace_summary.py) and the
+# step's kernels inside its CUDA graph (tools/bench/graph_steps.py); with
 # the vulkan part too (`vulkan gen`), vulkan's decode at batch 1 and prefill
 # of 2048 tokens against cuda's (tools/bench/generator_ratio.py).
 #
@@ -250,6 +251,10 @@ if wants gen; then
     step "decode b$batch, per-op trace" "$out/trace-b$batch.txt" sh -c "build/bin/gllmk-generate \
       --synthetic llama3-8b --prompt-len 1024 --batch $batch --max-new 4 --quiet --trace /tmp/gllmk-trace.json \
       >/dev/null && python3 tools/bench/trace_summary.py /tmp/gllmk-trace.json"
+    # The same step inside its CUDA graph (kernels as CUPTI sees them, gaps).
+    step "decode b$batch, kernels inside the graph" "$out/graph-b$batch.txt" \
+      env PYTHONPATH=tools/python GLLMK_LIBRARY_DIR="$PWD/build/lib" PYTHONUNBUFFERED=1 \
+      python3 tools/bench/graph_steps.py --batch $batch
   done
   if wants vulkan; then
     # Issue 23's vulkan targets against cuda: decode at batch 1 and a
@@ -337,7 +342,8 @@ done
 echo
 cat "$out/torch_peer.txt" 2>/dev/null | sed -n '/^context creation/,$p'
 echo
-cat "$out/generator-peer.txt" "$out/trace-b1.txt" "$out/trace-b32.txt" 2>/dev/null
+cat "$out/generator-peer.txt" "$out/trace-b1.txt" "$out/trace-b32.txt" "$out/graph-b1.txt" "$out/graph-b32.txt" \
+  2>/dev/null
 echo
 cat "$out/generate-check-cuda.txt" "$out/generate-check-vulkan.txt" "$out/load-speed.txt" \
   "$out/generate-speed.txt" 2>/dev/null
