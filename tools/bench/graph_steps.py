@@ -28,6 +28,10 @@ import tempfile
 PROJECTIONS = ("q/k/v", "o", "gate/up", "down")
 
 
+def is_matmul(name):
+    return "gemv" in name or "matmul" in name
+
+
 def role_of(name, matmuls_before, layers):
     """The kernel's role in the step, from its name and how many matmul
     kernels came before it in the step."""
@@ -35,7 +39,7 @@ def role_of(name, matmuls_before, layers):
         return "attention (split merge)"
     if "attention" in name:
         return "attention"
-    if "gemv" in name or "matmul" in name:
+    if is_matmul(name):
         if matmuls_before < len(PROJECTIONS) * layers:
             return PROJECTIONS[matmuls_before % len(PROJECTIONS)]
         return "lm_head"
@@ -63,7 +67,7 @@ def summarize(kernels, layers, steps):
             own = max(0.0, end - max(covered, start))
             covered = max(covered, end)
             role = role_of(name, matmuls, layers)
-            matmuls += "gemv" in name or "matmul" in name
+            matmuls += is_matmul(name)
             for table, key in ((by_role, role), (by_name, name)):
                 table[key][0] += 1
                 table[key][1] += end - start
