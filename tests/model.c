@@ -17,6 +17,8 @@
  *    rounding may decide either way); ties are counted and printed;
  *  - mixed batches (a prefill beside decodes) give each sequence the logits
  *    it gets alone; sampled tokens do not depend on the batch;
+ *  - gllmk_session_decode's steps give the tokens of gllmk_session_forward
+ *    fed its own, greedy and sampled; bad requests change nothing;
  *  - blocks freed by one sequence are reused by another; a full cache, a
  *    token id outside the vocabulary, a sequence past its positions: a
  *    clear error and nothing changed;
@@ -467,6 +469,100 @@ START_TEST(position_limit) {
 }
 END_TEST
 
+/* ------------------------------------------------------- decode steps */
+
+#define DECODE_STEPS 40
+
+/* Prompts of 10, 7 and 4 tokens, each prefilled alone; then DECODE_STEPS
+ * steps of the three together (a bucket of 4, blocks of 4 tokens), through
+ * gllmk_session_forward fed its own tokens (way 0) or one
+ * gllmk_session_decode (way 1), into tokens[step][3]. */
+static void decode_three(const fixture *f, int way, const int32_t (*prompts)[10],
+                         const gllmk_sampling *sampling, int32_t (*tokens)[3]) {
+  static const uint32_t lengths[3] = {10, 7, 4};
+  gllmk_session *s = open_session(f->model, 256, 4);
+  uint32_t seq[3];
+  int32_t next[3];
+  gllmk_seq_input in[3];
+  for (int i = 0; i < 3; i++) {
+    must(gllmk_session_seq_add(s, &seq[i]), "seq_add");
+    in[i] = (gllmk_seq_input){seq[i], lengths[i], prompts[i]};
+    must(gllmk_session_forward(s, &in[i], 1, sampling ? &sampling[i] : NULL, NULL, &next[i]), "prompt");
+    in[i] = (gllmk_seq_input){seq[i], 1, &next[i]};
+  }
+  if (way == 1) must(gllmk_session_decode(s, in, 3, sampling, DECODE_STEPS, tokens[0]), "decode");
+  for (int step = 0; way == 0 && step < DECODE_STEPS; step++) {
+    must(gllmk_session_forward(s, in, 3, sampling, NULL, tokens[step]), "forward");
+    memcpy(next, tokens[step], sizeof next);
+  }
+  for (int i = 0; i < 3; i++) {
+    uint32_t length;
+    must(gllmk_session_seq_length(s, seq[i], &length), "seq_length");
+    ck_assert_uint_eq(length, lengths[i] + DECODE_STEPS);
+  }
+  gllmk_session_destroy(s);
+}
+
+/* gllmk_session_decode's tokens are those of gllmk_session_forward fed its
+ * own (greedy; then seeded sampling beside a greedy row), past one chunk of
+ * steps and across cache blocks. */
+START_TEST(decode_steps) {
+  fixture f;
+  fixture_open(&f, _i, REF_LLAMA, 0);
+  test_rng rng = test_rng_for(3000 + (uint64_t)_i);
+  int32_t prompts[3][10];
+  for (int i = 0; i < 3; i++) random_tokens(&rng, f.vocab, prompts[i], 10);
+  const gllmk_sampling mixed[3] = {{.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .seed = 11},
+                                   {.temperature = 0},
+                                   {.temperature = 1.0f, .min_p = 0.05f, .seed = 12}};
+  for (int mode = 0; mode < 2; mode++) {
+    int32_t want[DECODE_STEPS][3], got[DECODE_STEPS][3];
+    decode_three(&f, 0, prompts, mode ? mixed : NULL, want);
+    decode_three(&f, 1, prompts, mode ? mixed : NULL, got);
+    for (int step = 0; step < DECODE_STEPS; step++)
+      for (int i = 0; i < 3; i++)
+        ck_assert_msg(got[step][i] == want[step][i], "%s: step %d, sequence %d: decode %d, forward %d",
+                      mode ? "sampled" : "greedy", step, i, got[step][i], want[step][i]);
+  }
+  fixture_close(&f);
+}
+END_TEST
+
+/* A cache of 16 blocks of 4 and 64 positions: bad requests refused, nothing
+ * changed; then 3 steps go through. */
+START_TEST(decode_errors) {
+  fixture f;
+  fixture_open(&f, _i, REF_LLAMA, 64);
+  int32_t tokens[40] = {0}, out[64];
+  gllmk_session *s = open_session(f.model, 64, 4);
+  uint32_t a, b;
+  must(gllmk_session_seq_add(s, &a), "seq_add");
+  must(gllmk_session_seq_add(s, &b), "seq_add");
+  gllmk_seq_input in = {a, 40, tokens};
+  must(gllmk_session_forward(s, &in, 1, NULL, NULL, NULL), "A");
+  in = (gllmk_seq_input){b, 10, tokens};
+  must(gllmk_session_forward(s, &in, 1, NULL, NULL, NULL), "B");
+  expect_state(s, b, 10, 3);
+  in = (gllmk_seq_input){b, 1, tokens};
+  expect_error(gllmk_session_decode(s, &in, 1, NULL, 0, out), GLLMK_ERR_INVALID_ARGUMENT, "steps must be");
+  expect_error(gllmk_session_decode(s, &in, 1, NULL, 2, NULL), GLLMK_ERR_INVALID_ARGUMENT, "out_tokens");
+  expect_error(gllmk_session_decode(s, &in, 1, NULL, 20, out), GLLMK_ERR_OUT_OF_MEMORY, "KV cache is full");
+  in = (gllmk_seq_input){a, 1, tokens};
+  expect_error(gllmk_session_decode(s, &in, 1, NULL, 25, out), GLLMK_ERR_INVALID_ARGUMENT, "past its limit of 64");
+  in = (gllmk_seq_input){b, 2, tokens};
+  expect_error(gllmk_session_decode(s, &in, 1, NULL, 1, out), GLLMK_ERR_INVALID_ARGUMENT, "one token");
+  expect_error(gllmk_session_decode(NULL, &in, 1, NULL, 1, out), GLLMK_ERR_INVALID_ARGUMENT, "not a live session");
+  expect_state(s, b, 10, 3);
+  expect_state(s, a, 40, 3);
+  in = (gllmk_seq_input){b, 1, tokens};
+  must(gllmk_session_decode(s, &in, 1, NULL, 3, out), "3 steps");
+  expect_state(s, b, 13, 2);
+  for (int i = 0; i < 3; i++) ck_assert(out[i] >= 0 && out[i] < f.vocab);
+  gllmk_session_destroy(s);
+  fixture_close(&f);
+}
+END_TEST
+
 /* ------------------------------------------------------------ bad files */
 
 typedef void (*header_edit)(json_t *header);
@@ -857,6 +953,8 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, cache_blocks, b, b + 1);
     tcase_add_loop_test(tc, position_limit, b, b + 1);
     tcase_add_loop_test(tc, synthetic_tiny, b, b + 1);
+    tcase_add_loop_test(tc, decode_steps, b, b + 1);
+    tcase_add_loop_test(tc, decode_errors, b, b + 1);
     tcase_add_loop_test(tc, stale_handles, b, b + 1);
     if (!backends[b].software) tcase_add_loop_test(tc, threads, b, b + 1);
     tcase_add_loop_test(tc, tensor_parallel, b * TP_CASES, (b + 1) * TP_CASES);

@@ -639,9 +639,6 @@ static int decode_step(generator *g, uint32_t step) {
   return 0;
 }
 
-/* Prefill, then decode to max_new tokens per sequence (no EOS). Every
- * forward that samples has synchronized when it returns, so the clock reads
- * bracket finished work; writing --logits-out is left out of the times. */
 /* --tp: the mean time of one all-reduce of a decode step's [batch, hidden]
  * (in place, as the model's), over back-to-back calls on every rank. */
 #define ALL_REDUCE_REPS 200
@@ -717,13 +714,35 @@ static int time_all_reduce(generator *g) {
   return rc;
 }
 
+/* Every decode step in one gllmk_session_decode: the device runs them back
+ * to back, each step's tokens feeding the next there. Taken unless each
+ * step's logits (--logits-out) or ops (--trace) are wanted, or the batch
+ * takes more than one forward a step. */
+static bool decodes_at_once(const generator *g) {
+  return !g->logits_file && !g->trace && g->batch <= g->max_batch_tokens && g->max_new > 1;
+}
+
+static int decode_at_once(generator *g) {
+  for (uint32_t i = 0; i < g->batch; i++) g->inputs[i] = (gllmk_seq_input){g->seqs[i], 1, &g->generated[i]};
+  double start = now_seconds();
+  if (gllmk_session_decode(g->session, g->inputs, g->batch, g->sampling, g->max_new - 1,
+                           &g->generated[g->batch]))
+    return fail("decode");
+  g->decode_seconds = now_seconds() - start;
+  return 0;
+}
+
+/* Prefill, then decode to max_new tokens per sequence (no EOS). Every
+ * call that samples has synchronized when it returns, so the clock reads
+ * bracket finished work; writing --logits-out is left out of the times. */
 static int generate(generator *g) {
   double start = now_seconds();
   gllmk_trace_phase(g->trace, "prefill");
   if (prefill(g)) return -1;
   g->prefill_seconds = now_seconds() - start;
   if (write_logits(g)) return -1;
-  for (uint32_t step = 1; step < g->max_new; step++) {
+  if (decodes_at_once(g) && decode_at_once(g)) return -1;
+  for (uint32_t step = 1; step < g->max_new && !decodes_at_once(g); step++) {
     char phase[32];
     snprintf(phase, sizeof phase, "decode step %u", step);
     gllmk_trace_phase(g->trace, phase);

@@ -195,7 +195,13 @@ typedef struct scratch {
   gllmk_tensor last;             /* [S, hidden]: each sequence's last row */
   gllmk_tensor logits;           /* [S, vocab] */
   gllmk_tensor tokens;           /* I32 [S] */
+  /* I32 [DECODE_CHUNK * S]: gllmk_session_decode's tokens of up to
+   * DECODE_CHUNK steps (each step's `count` ids packed), read back at once */
+  gllmk_tensor token_history;
 } scratch;
+
+/* Steps of gllmk_session_decode between reads of its tokens. */
+#define DECODE_CHUNK 32
 
 /* Decode recordings, one per batch-size bucket (powers of two). */
 #define SESSION_BUCKETS 16

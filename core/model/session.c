@@ -1,6 +1,7 @@
 /*
  * session.c - a session: the paged KV cache with its block allocator, the
- * sequences, the scratch activations, and gllmk_session_forward.
+ * sequences, the scratch activations (gllmk_session_forward and
+ * gllmk_session_decode are in step.c).
  *
  * Blocks are handed out from a free stack as sequences grow and return when
  * a sequence is freed. A forward checks everything first (sequences, token
@@ -116,6 +117,8 @@ static gllmk_status alloc_logits(session_state *s, session_shard *shard, bool fi
   if (first_rank) {
     MODEL_TRY(shard_alloc(shard, dt, 2, logits, &shard->x.logits));
     MODEL_TRY(shard_alloc(shard, GLLMK_I32, 1, &rows, &shard->x.tokens));
+    const int64_t history = DECODE_CHUNK * rows;
+    MODEL_TRY(shard_alloc(shard, GLLMK_I32, 1, &history, &shard->x.token_history));
   }
   if (m->ranks == 1) return GLLMK_OK;
   MODEL_TRY(shard_alloc(shard, dt, 2, part, &shard->logits_part));

@@ -1,73 +1,89 @@
 /*
  * step.c - gllmk_session_forward: check the batch, hand out cache blocks,
  * write the index arrays in one transfer, run the model (a decode batch
- * replays its bucket's recording), sample, read back the ids.
+ * replays its bucket's recording), sample, read back the ids; and
+ * gllmk_session_decode: decode steps back to back, each step's ids fed to
+ * the next on the device, read back every DECODE_CHUNK steps.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model_internal.h"
 
 static const char *const FN = "gllmk_session_forward";
+static const char *const FN_DECODE = "gllmk_session_decode";
 
-static gllmk_status check_input(session_state *s, const gllmk_seq_input *in, uint32_t i) {
+/* A call's checks: the function named in messages, and the steps each
+ * input's tokens start (gllmk_session_forward: 1; gllmk_session_decode:
+ * every step after the first adds one more token to each sequence). */
+typedef struct batch_request {
+  const char *fn;
+  uint32_t steps;
+} batch_request;
+
+static gllmk_status check_input(session_state *s, const batch_request *r, const gllmk_seq_input *in,
+                                uint32_t i) {
+  const char *const fn = r->fn;
   if (in->seq >= s->max_sequences || !s->seqs[in->seq].live)
     return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: inputs[%u].seq=%u is not a live sequence",
-                      FN, i, in->seq);
+                      fn, i, in->seq);
   seq_state *q = &s->seqs[in->seq];
   if (q->batch_mark == s->batch_serial)
-    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: sequence %u appears twice in the batch", FN,
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: sequence %u appears twice in the batch", fn,
                       in->seq);
   q->batch_mark = s->batch_serial;
   if (in->token_count == 0 || in->tokens == NULL)
-    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: sequence %u has no new tokens", FN, in->seq);
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: sequence %u has no new tokens", fn, in->seq);
   uint32_t vocab = s->model->config.vocab;
   for (uint32_t t = 0; t < in->token_count; t++)
     if (in->tokens[t] < 0 || (uint32_t)in->tokens[t] >= vocab)
       return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT,
                         "%s: sequence %u, new token %u: id %d is outside the vocabulary [0, %u)",
-                        FN, in->seq, t, in->tokens[t], vocab);
-  return session_check_length(s, FN, in->seq, (uint64_t)q->length + in->token_count);
+                        fn, in->seq, t, in->tokens[t], vocab);
+  return session_check_length(s, fn, in->seq, (uint64_t)q->length + in->token_count + r->steps - 1);
 }
 
-static gllmk_status check_sampling(const gllmk_sampling *p, uint32_t i) {
+static gllmk_status check_sampling(const char *fn, const gllmk_sampling *p, uint32_t i) {
   float top_p = p->top_p == 0 ? 1.0f : p->top_p;
   if (!(p->temperature >= 0) || p->top_k < 0 || !(top_p > 0 && top_p <= 1) ||
       !(p->min_p >= 0 && p->min_p <= 1))
     return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT,
                       "%s: sampling[%u] is out of range (temperature >= 0, top_k >= 0, top_p in "
                       "(0, 1], min_p in [0, 1])",
-                      FN, i);
+                      fn, i);
   return GLLMK_OK;
 }
 
 /* Everything that can be refused, before anything changes. */
-static gllmk_status check_batch(session_state *s, const gllmk_seq_input *inputs, uint32_t count,
-                                const gllmk_sampling *sampling, uint32_t *out_tokens) {
+static gllmk_status check_batch(session_state *s, const batch_request *r, const gllmk_seq_input *inputs,
+                                uint32_t count, const gllmk_sampling *sampling, uint32_t *out_tokens) {
+  const char *const fn = r->fn;
   if (inputs == NULL || count == 0)
-    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: at least one input is required", FN);
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: at least one input is required", fn);
   if (count > s->max_sequences)
-    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: %u sequences, the session takes %u", FN,
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: %u sequences, the session takes %u", fn,
                       count, s->max_sequences);
   s->batch_serial++;
   uint64_t tokens = 0, blocks = 0;
   for (uint32_t i = 0; i < count; i++) {
-    MODEL_TRY(check_input(s, &inputs[i], i));
-    if (sampling) MODEL_TRY(check_sampling(&sampling[i], i));
+    MODEL_TRY(check_input(s, r, &inputs[i], i));
+    if (sampling) MODEL_TRY(check_sampling(fn, &sampling[i], i));
     const seq_state *q = &s->seqs[inputs[i].seq];
-    uint32_t need = (q->length + inputs[i].token_count + s->block_size - 1) / s->block_size;
+    uint64_t end = (uint64_t)q->length + inputs[i].token_count + r->steps - 1;
+    uint64_t need = (end + s->block_size - 1) / s->block_size;
     blocks += need > q->block_count ? need - q->block_count : 0;
     tokens += inputs[i].token_count;
   }
   if (tokens > s->max_tokens)
     return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT,
                       "%s: %llu new tokens in one forward, the session takes %u (max_batch_tokens)",
-                      FN, (unsigned long long)tokens, s->max_tokens);
+                      fn, (unsigned long long)tokens, s->max_tokens);
   if (blocks > s->free_count)
     return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY,
                       "%s: the KV cache is full: the batch needs %llu more blocks of %u tokens, "
                       "%u are free",
-                      FN, (unsigned long long)blocks, s->block_size, s->free_count);
+                      fn, (unsigned long long)blocks, s->block_size, s->free_count);
   *out_tokens = (uint32_t)tokens;
   return GLLMK_OK;
 }
@@ -75,10 +91,10 @@ static gllmk_status check_batch(session_state *s, const gllmk_seq_input *inputs,
 /* The index arrays of a step; sequences past `count` (up to layout->seqs)
  * are padding: no cache write (slot -1), one token attending to block 0. */
 static void fill_step(session_state *s, const gllmk_seq_input *inputs, uint32_t count,
-                      const step_layout *l) {
+                      const step_layout *l, bool with_table) {
   int32_t *h = s->step_host;
   uint32_t row = 0, bs = s->block_size;
-  memset(h + l->block_table, 0, (size_t)l->seqs * s->max_blocks_per_seq * sizeof *h);
+  if (with_table) memset(h + l->block_table, 0, (size_t)l->seqs * s->max_blocks_per_seq * sizeof *h);
   for (uint32_t b = 0; b < l->seqs; b++) {
     h[l->q_starts + b] = (int32_t)row;
     const seq_state *q = b < count ? &s->seqs[inputs[b].seq] : NULL;
@@ -91,8 +107,9 @@ static void fill_step(session_state *s, const gllmk_seq_input *inputs, uint32_t 
     }
     h[l->seq_lens + b] = (int32_t)(q ? q->length + n : 1);
     h[l->last_rows + b] = (int32_t)row - 1;
-    if (q) memcpy(h + l->block_table + (uint64_t)b * s->max_blocks_per_seq, q->blocks,
-                  q->block_count * sizeof *h);
+    if (q && with_table)
+      memcpy(h + l->block_table + (uint64_t)b * s->max_blocks_per_seq, q->blocks,
+             q->block_count * sizeof *h);
   }
   h[l->q_starts + l->seqs] = (int32_t)row;
 }
@@ -165,8 +182,22 @@ static uint32_t whole_prompts(const session_state *s, const gllmk_seq_input *inp
   return inputs[0].token_count;
 }
 
+/* The ids the step before sampled (x.tokens, still on the device) over
+ * the ids just written for this step: gllmk_session_decode's later steps. */
+static gllmk_status feed_ids(session_state *s, uint32_t count, const step_layout *l) {
+  const gllmk_tensor *sampled = &s->shards[0].x.tokens;
+  return gllmk_buffer_copy(s->shards[0].step_buffer, l->ids * 4, sampled->buffer, sampled->offset,
+                           (uint64_t)count * 4);
+}
+
+/* One forward: the index arrays written, then the model enqueued (a decode
+ * batch: its bucket's recording replayed). `fed`: a later step of
+ * gllmk_session_decode (one rank), whose ids come from the step before
+ * (feed_ids) and whose block table is the one the step before wrote (the
+ * decode reserved every step's blocks first): only the arrays ahead of the
+ * table go (a batch of 32 with a cache of 37k tokens: 0.8 of 300 KB). */
 static gllmk_status run_step(session_state *s, const gllmk_seq_input *inputs, uint32_t count,
-                             uint32_t tokens) {
+                             uint32_t tokens, bool fed) {
   bool decode = tokens == count;
   uint32_t seqs = count;
   if (decode) { /* pad to the bucket */
@@ -176,9 +207,11 @@ static gllmk_status run_step(session_state *s, const gllmk_seq_input *inputs, ui
   step_layout l;
   step_layout_for(s, decode ? seqs : tokens, seqs, &l);
   l.prompt_rows = decode ? 0 : whole_prompts(s, inputs, count);
-  fill_step(s, inputs, count, &l);
+  fill_step(s, inputs, count, &l, !fed);
+  const uint64_t upload = fed ? l.block_table : l.total;
   for (uint32_t r = 0; r < s->model->ranks; r++)
-    MODEL_TRY(gllmk_buffer_write(s->shards[r].step_buffer, 0, s->step_host, l.total * 4));
+    MODEL_TRY(gllmk_buffer_write(s->shards[r].step_buffer, 0, s->step_host, upload * 4));
+  if (fed) MODEL_TRY(feed_ids(s, count, &l));
   return decode ? replay_decode(s, &l) : forward_enqueue(s, &l);
 }
 
@@ -225,15 +258,20 @@ static void undo_blocks(session_state *s, const gllmk_seq_input *inputs, uint32_
   }
 }
 
+/* The sampled ids to the host: the step's one wait. */
+static gllmk_status read_tokens(session_state *s, uint32_t count, int32_t *out_tokens) {
+  const gllmk_tensor *sampled = &s->shards[0].x.tokens;
+  return gllmk_buffer_read(sampled->buffer, sampled->offset, out_tokens,
+                           (uint64_t)count * sizeof *out_tokens);
+}
+
 static gllmk_status run_and_sample(session_state *s, const gllmk_seq_input *inputs, uint32_t count,
                                    uint32_t tokens, const gllmk_sampling *sampling,
                                    int32_t *out_tokens) {
-  MODEL_TRY(run_step(s, inputs, count, tokens));
+  MODEL_TRY(run_step(s, inputs, count, tokens, false));
   if (out_tokens == NULL) return GLLMK_OK;
   MODEL_TRY(sample(s, inputs, count, sampling));
-  const gllmk_tensor *tokens_out = &s->shards[0].x.tokens;
-  return gllmk_buffer_read(tokens_out->buffer, tokens_out->offset, out_tokens,
-                           (uint64_t)count * sizeof *out_tokens);
+  return read_tokens(s, count, out_tokens);
 }
 
 gllmk_status gllmk_session_forward(gllmk_session *handle, const gllmk_seq_input *inputs,
@@ -242,7 +280,8 @@ gllmk_status gllmk_session_forward(gllmk_session *handle, const gllmk_seq_input 
   session_state *s;
   MODEL_TRY(session_from_handle(handle, FN, &s));
   uint32_t tokens = 0;
-  MODEL_TRY(check_batch(s, inputs, count, sampling, &tokens));
+  const batch_request request = {FN, 1};
+  MODEL_TRY(check_batch(s, &request, inputs, count, sampling, &tokens));
   reserve_blocks(s, inputs, count);
   gllmk_status status = run_and_sample(s, inputs, count, tokens, sampling, out_tokens);
   if (status != GLLMK_OK) {
@@ -252,4 +291,78 @@ gllmk_status gllmk_session_forward(gllmk_session *handle, const gllmk_seq_input 
   for (uint32_t i = 0; i < count; i++) s->seqs[inputs[i].seq].length += inputs[i].token_count;
   if (out_logits) return gllmk_tensor_slice(&s->shards[0].x.logits, 0, 0, count, 1, out_logits);
   return GLLMK_OK;
+}
+
+/* Step `step`'s ids into token_history (DECODE_CHUNK steps of `count`),
+ * which goes to out_tokens once full or after the last step: one wait per
+ * DECODE_CHUNK steps. */
+static gllmk_status keep_tokens(session_state *s, uint32_t count, uint32_t step, uint32_t steps,
+                                int32_t *out_tokens) {
+  const scratch *x = &s->shards[0].x;
+  const uint32_t slot = step % DECODE_CHUNK;
+  const uint64_t row_bytes = (uint64_t)count * sizeof *out_tokens;
+  MODEL_TRY(gllmk_buffer_copy(x->token_history.buffer, x->token_history.offset + slot * row_bytes,
+                              x->tokens.buffer, x->tokens.offset, row_bytes));
+  if (slot + 1 < DECODE_CHUNK && step + 1 < steps) return GLLMK_OK;
+  return gllmk_buffer_read(x->token_history.buffer, x->token_history.offset,
+                           out_tokens + (size_t)(step - slot) * count, (slot + 1) * row_bytes);
+}
+
+/* The decode steps themselves (blocks reserved, lengths advanced as they
+ * go). With one rank each step's ids feed the next on the device; with
+ * several (whose step buffers are on other devices) they come back to the
+ * host each step, as gllmk_session_forward's would. */
+static gllmk_status decode_steps(session_state *s, gllmk_seq_input *inputs, uint32_t count,
+                                 const gllmk_sampling *sampling, uint32_t steps, int32_t *out_tokens) {
+  const bool fed = s->model->ranks == 1;
+  for (uint32_t step = 0; step < steps; step++) {
+    MODEL_TRY(run_step(s, inputs, count, count, fed && step > 0));
+    MODEL_TRY(sample(s, inputs, count, sampling));
+    int32_t *row = out_tokens + (size_t)step * count;
+    MODEL_TRY(fed ? keep_tokens(s, count, step, steps, out_tokens) : read_tokens(s, count, row));
+    for (uint32_t i = 0; i < count; i++) {
+      s->seqs[inputs[i].seq].length++;
+      if (!fed) inputs[i].tokens = &row[i];
+    }
+  }
+  return GLLMK_OK;
+}
+
+gllmk_status gllmk_session_decode(gllmk_session *handle, const gllmk_seq_input *inputs,
+                                  uint32_t count, const gllmk_sampling *sampling, uint32_t steps,
+                                  int32_t *out_tokens) {
+  session_state *s;
+  MODEL_TRY(session_from_handle(handle, FN_DECODE, &s));
+  if (steps == 0 || out_tokens == NULL)
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT, "%s: steps must be at least 1 and out_tokens not NULL",
+                      FN_DECODE);
+  const batch_request request = {FN_DECODE, steps};
+  uint32_t tokens = 0;
+  MODEL_TRY(check_batch(s, &request, inputs, count, sampling, &tokens));
+  if (tokens != count)
+    return MODEL_FAIL(GLLMK_ERR_INVALID_ARGUMENT,
+                      "%s: each input must be one token (its sequence's last), not a prompt", FN_DECODE);
+  gllmk_seq_input *step_inputs = malloc(count * sizeof *step_inputs);
+  uint32_t *lengths = malloc(count * sizeof *lengths);
+  if (step_inputs == NULL || lengths == NULL) {
+    free(step_inputs);
+    free(lengths);
+    return MODEL_FAIL(GLLMK_ERR_OUT_OF_MEMORY, "%s: out of host memory", FN_DECODE);
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    seq_state *q = &s->seqs[inputs[i].seq];
+    step_inputs[i] = inputs[i];
+    lengths[i] = q->length;
+    q->blocks_before = q->block_count;
+    session_grow(s, q, q->length + steps);
+  }
+  gllmk_status status = decode_steps(s, step_inputs, count, sampling, steps, out_tokens);
+  for (uint32_t i = 0; i < count && status != GLLMK_OK; i++) {
+    seq_state *q = &s->seqs[inputs[i].seq];
+    q->length = lengths[i];
+    session_release(s, q, q->blocks_before);
+  }
+  free(step_inputs);
+  free(lengths);
+  return status;
 }

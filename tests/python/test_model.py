@@ -84,6 +84,29 @@ def test_per_sequence_sampling(ctx):
         assert tokens[0] == greedy[0]
 
 
+def test_decode_is_forward_fed_its_own(ctx):
+    m = tiny(ctx)
+    runs = []
+    for way in ("forward", "decode"):
+        with m.session(cache_tokens=256, block_size=4) as s:
+            a, b = s.add(), s.add()
+            sampling = [dict(temperature=0.0), dict(temperature=1.0, top_k=50, seed=3)]
+            last = s.forward([(a, PROMPT)], sampling[:1]) + s.forward([(b, [7, 8])], sampling[1:])
+            if way == "decode":
+                runs.append(s.decode([(a, last[0]), (b, last[1])], 35, sampling))
+            else:
+                steps = []
+                for _ in range(35):
+                    last = s.forward([(a, [last[0]]), (b, [last[1]])], sampling)
+                    steps.append(last)
+                runs.append([[t[i] for t in steps] for i in range(2)])
+            assert s.length(a) == len(PROMPT) + 35 and s.length(b) == 2 + 35
+    assert runs[0] == runs[1]
+    with m.session(cache_tokens=64) as s:
+        with pytest.raises(gllmk.InvalidArgumentError, match="^gllmk_session_decode: steps must be"):
+            s.decode({s.add(): 1}, 0)
+
+
 def test_errors_are_the_generators(ctx):
     m = tiny(ctx)
     with m.session(cache_tokens=64) as s:

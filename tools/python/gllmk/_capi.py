@@ -241,6 +241,8 @@ _MODEL_PROTOTYPES = {
     "gllmk_session_forward": (C.c_int, [_P, C.POINTER(SeqInput), C.c_uint32,
                                         C.POINTER(Sampling), C.POINTER(Tensor),
                                         C.POINTER(C.c_int32)]),
+    "gllmk_session_decode": (C.c_int, [_P, C.POINTER(SeqInput), C.c_uint32, C.POINTER(Sampling),
+                                       C.c_uint32, C.POINTER(C.c_int32)]),
 }
 
 lib = None        # libgllmk.so.0 once loaded

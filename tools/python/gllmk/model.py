@@ -192,6 +192,32 @@ class Session(_capi.Closable):
         self._call("gllmk_session_get_stats", C.byref(s))
         return {name: getattr(s, name) for name, _ in _capi.SessionStats._fields_}
 
+    def decode(self, inputs, steps, sampling=None):
+        """`steps` decode steps back to back, each step's tokens fed to the
+        next on the device (gllmk_session_decode): the same tokens as
+        `steps` forwards fed their own, without a round trip a step.
+
+        inputs: {seq: last token id} or [(seq, last token id), ...];
+        sampling as in forward. Returns each input's `steps` new tokens
+        (a list of lists, in the inputs' order)."""
+        items = list(inputs.items()) if isinstance(inputs, dict) else list(inputs)
+        count = len(items)
+        ids = (C.c_int32 * max(1, count))(*[int(t) for _, t in items])
+        seq_inputs = (_capi.SeqInput * max(1, count))()
+        for i, (seq, _) in enumerate(items):
+            seq_inputs[i] = _capi.SeqInput(int(seq), 1, C.cast(C.byref(ids, 4 * i), C.POINTER(C.c_int32)))
+        out = (C.c_int32 * max(1, count * int(steps)))()
+        self._epoch += 1
+        self._call("gllmk_session_decode", seq_inputs, count, self._samplings(sampling, count),
+                   int(steps), out)
+        return [[out[step * count + i] for step in range(int(steps))] for i in range(count)]
+
+    def _samplings(self, sampling, count):
+        if sampling is None:
+            return None
+        each = sampling if isinstance(sampling, (list, tuple)) else [sampling] * count
+        return (_capi.Sampling * max(1, count))(*[_sampling(**s) for s in each])
+
     def forward(self, inputs, sampling=None, *, tokens=True, logits=False):
         """Runs the new tokens of distinct sequences through the model.
 
@@ -211,10 +237,7 @@ class Session(_capi.Closable):
             array = (C.c_int32 * max(1, len(ids)))(*ids)
             keep.append(array)
             seq_inputs[i] = _capi.SeqInput(int(seq), len(ids), array)
-        samplings = None
-        if sampling is not None:
-            each = sampling if isinstance(sampling, (list, tuple)) else [sampling] * count
-            samplings = (_capi.Sampling * max(1, count))(*[_sampling(**s) for s in each])
+        samplings = self._samplings(sampling, count)
         out_tokens = (C.c_int32 * max(1, count))() if tokens else None
         out_logits = _capi.Tensor() if logits else None
         self._epoch += 1

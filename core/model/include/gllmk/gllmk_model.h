@@ -10,6 +10,7 @@
  *   gllmk_session_create(model, &session_options, &s);   KV cache + scratch
  *   gllmk_session_seq_add(s, &seq);                       a sequence
  *   gllmk_session_forward(s, inputs, n, sampling, ids);   prefill / decode
+ *   gllmk_session_decode(s, inputs, n, sampling, k, ids); k decode steps
  *
  * Conventions are libgllmk's (gllmk.h): every fallible call returns a
  * gllmk_status, on failure nothing changed and gllmk_last_error() says why;
@@ -177,6 +178,24 @@ GLLMK_MODEL_API gllmk_status gllmk_session_forward(gllmk_session *session,
                                                    const gllmk_seq_input *inputs, uint32_t count,
                                                    const gllmk_sampling *sampling,
                                                    gllmk_tensor *out_logits, int32_t *out_tokens);
+
+/* `steps` decode steps of `count` distinct sequences, back to back: step 0
+ * takes inputs[i].tokens[0] (token_count must be 1: each sequence's last
+ * token), every later step the token the step before sampled, which stays
+ * on the device. out_tokens[step * count + i] is the token step `step`
+ * sampled for inputs[i]; the host waits once every 32 steps, not once a
+ * step, so the device runs the steps without a gap between them. The tokens
+ * are those of `steps` calls of gllmk_session_forward feeding each call's
+ * out_tokens to the next (the same kernels; sampling is keyed by position),
+ * and every sequence ends `steps` tokens longer. Fails, changing nothing,
+ * as gllmk_session_forward does (checked for all `steps` tokens up front),
+ * and for steps 0, out_tokens NULL or an input of several tokens. With
+ * several ranks (gllmk_model_load_parallel) the ids come back to the host
+ * each step. */
+GLLMK_MODEL_API gllmk_status gllmk_session_decode(gllmk_session *session,
+                                                  const gllmk_seq_input *inputs, uint32_t count,
+                                                  const gllmk_sampling *sampling, uint32_t steps,
+                                                  int32_t *out_tokens);
 
 #ifdef __cplusplus
 }
