@@ -195,7 +195,7 @@ static gllmk_status feed_ids(session_state *s, uint32_t count, const step_layout
  * gllmk_session_decode (one rank), whose ids come from the step before
  * (feed_ids) and whose block table is the one the step before wrote (the
  * decode reserved every step's blocks first): only the arrays ahead of the
- * table go (a batch of 32 with a cache of 37k tokens: 0.8 of 300 KB). */
+ * table go (a batch of 32 with a cache of 37k tokens: 0.8 KB of 300 KB). */
 static gllmk_status run_step(session_state *s, const gllmk_seq_input *inputs, uint32_t count,
                              uint32_t tokens, bool fed) {
   bool decode = tokens == count;
