@@ -922,9 +922,12 @@ static void conf_matmul(void) {
        * follows the shape: on 132 multiprocessors 128-column tiles (two and
        * three row tiles, K ending inside a 64-deep step, two batches with
        * their own b), then 256-column tiles in two waves (batches with their
-       * own b) and in one full wave. */
+       * own b) and in one full wave. With beta = 0 and rows 16-byte aligned
+       * the tiles leave through shared memory and TMA stores, which stop at
+       * M and N (N = 4000 and 1000 end inside a 64-column box). */
       {0, 0, 200, 4000, 64, GLLMK_B_NK, false, 1.0f, 0.0f, true, false},
       {0, 0, 300, 1000, 1000, GLLMK_B_NK, false, 0.5f, 0.75f, true, false},
+      {0, 0, 300, 1000, 1000, GLLMK_B_NK, false, 0.5f, 0.0f, true, false},
       {2, 0, 130, 520, 600, GLLMK_B_NK, true, 1.0f, 0.0f, false, false},
       {2, 0, 1050, 2100, 40, GLLMK_B_NK, true, 0.5f, 0.75f, true, false},
       {0, 0, 1536, 2816, 16, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},

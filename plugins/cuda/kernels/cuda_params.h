@@ -150,10 +150,14 @@ typedef struct cuda_tensor_map {
 } cuda_tensor_map;
 
 /* matmul_wgmma: a and b described as 3-D tensors (K, rows, batch) of
- * 128 x 64 and bn x 64 boxes with the 128-byte swizzle. */
+ * 128 x 64 and bn x 64 boxes with the 128-byte swizzle; with
+ * store_by_tma (beta = 0 and out describable), out as (N, M, batch) in
+ * boxes of 64 x 64, which the epilogue stores through shared memory. */
 typedef struct cuda_matmul_tma_params {
-  cuda_tensor_map a_map, b_map;
+  cuda_tensor_map a_map, b_map, out_map;
   cuda_matmul_params p;
+  int32_t store_by_tma;
+  int32_t pad_;
 } cuda_matmul_tma_params;
 
 /* matmul_skinny_wgmma (sm_90a): matmul_skinny's tiles and K splits, with b

@@ -1007,13 +1007,51 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[BN / 2], uint64_t desc_a
   else wgmma_m64n256k16(acc, desc_a, desc_b, (T *)nullptr);
 }
 
+/* The epilogue of a multiplying warpgroup's 64 x BN slice (rows m0..,
+ * columns n0..) through shared memory and TMA: alpha and bias applied and
+ * rounded as store_pair does, written into `slice_smem` as TMA's 64-column
+ * boxes with the 128-byte swizzle (row r's 16-byte chunk c at c ^ (r % 8):
+ * the eight rows a warp writes at once fall in different banks), then
+ * stored by one thread, box by box; TMA leaves out rows past m and columns
+ * past n. Waits first until neither warpgroup reads the ring any more. */
+template <class T, int BN>
+__device__ __forceinline__ void store_tile_by_tma(const cuda_matmul_tma_params &P, const float (&acc)[BN / 2],
+                                                  unsigned char *slice_smem, int64_t m0, int64_t n0, int64_t z,
+                                                  int slice, int warp, int lane) {
+  const cuda_matmul_params &p = P.p;
+  const T *bias = bias_of<T>(p);
+  named_barrier_sync(1, 256);
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int row = 16 * warp + (lane >> 2) + 8 * h, col = 8 * j + 2 * (lane & 3);
+      const int64_t n = n0 + col;
+      const float v0 = n < p.n ? epilogue_of(p, 0.0f, bias, n, acc[4 * j + 2 * h]) : 0.0f;
+      const float v1 = n + 1 < p.n ? epilogue_of(p, 0.0f, bias, n + 1, acc[4 * j + 2 * h + 1]) : 0.0f;
+      unsigned char *box = slice_smem + (col / 64) * (64 * 128);
+      const int chunk = ((col % 64) / 8) ^ (row & 7);
+      *reinterpret_cast<uint32_t *>(box + row * 128 + chunk * 16 + (col % 8) * 2) = pack2((T *)nullptr, v0, v1);
+    }
+  fence_proxy_async(); /* the writes above, before TMA reads them */
+  named_barrier_sync(2 + slice, 128);
+  if ((threadIdx.x & 127) == 0) {
+#pragma unroll
+    for (int b = 0; b < BN / 64; b++)
+      tma_store_3d(&P.out_map, slice_smem + b * (64 * 128), (int)(n0 + 64 * b), (int)m0, (int)z);
+    bulk_store_commit_and_wait_read(); /* the block's memory stays until TMA has read it */
+  }
+}
+
 /* 128 x BN x 64 tiles (BN = 128 or 256: the host picks the width whose
  * tiles fill the multiprocessors best), three warpgroups: one thread of
  * warpgroup 0 loads with TMA, warpgroups 1 and 2 each multiply 64 rows x BN
  * columns (BN / 2 accumulators per thread). Stage s of the ring holds a
  * (128 x 64) then b (BN x 64), K-major with the 128-byte swizzle (TMA
  * zero-fills past the edges). full[s] completes when a stage's bytes have
- * landed, empty[s] when both multiplying warpgroups are done reading it. */
+ * landed, empty[s] when both multiplying warpgroups are done reading it.
+ * With beta = 0 and out describable for TMA, the ring then holds the output
+ * tile on its way out (store_tile_by_tma). */
 template <class T, int BN> __device__ void matmul_wgmma_impl(const cuda_matmul_tma_params &P) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   const cuda_matmul_params &p = P.p;
@@ -1069,6 +1107,10 @@ template <class T, int BN> __device__ void matmul_wgmma_impl(const cuda_matmul_t
     if (kt > 0 && (threadIdx.x & 127) == 0) mbarrier_arrive(&empty[(kt - 1) % STAGES]);
   }
   wgmma_wait<0>();
+  if (P.store_by_tma) {
+    store_tile_by_tma<T, BN>(P, acc, ring + slice * (64 * BN * 2), m0 + 64 * slice, n0, z, slice, warp, lane);
+    return;
+  }
 
   T *out = ptr_at<T>(p.out, z * p.out_batch_stride);
   const T *bias = bias_of<T>(p);

@@ -2,7 +2,7 @@
  * wgmma.cuh - Hopper warpgroup matrix multiply (sm_90a only): shared-memory
  * matrix descriptors, wgmma.mma_async m64nNk16 with f32 accumulators, A
  * from shared memory (N = 32, 64, 128, 256) or from registers (N = 64, 128,
- * 256), TMA loads, mbarriers and setmaxnreg. Each of the
+ * 256), TMA loads and stores, mbarriers and setmaxnreg. Each of the
  * 128 threads of a warpgroup holds N / 2 accumulators: for n8
  * chunk j, d[4j], d[4j+1] are row 16 w + lane / 4 (w = warp in the group),
  * columns 8 j + 2 (lane % 4) + {0, 1}; d[4j+2], d[4j+3] the same 8 rows down.
@@ -98,6 +98,24 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const cuda_tensor_map *ma
           "r"(smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(w), "r"(smem_addr(bar))
       : "memory");
+#endif
+}
+/* TMA store: copies a box of shared memory (laid out as tma_load_3d
+ * leaves one) to coordinates (x, y, z) of a 3-D tensor map, leaving out
+ * what lies past the tensor's edges; bulk_store_commit_and_wait_read
+ * returns once every such store of this thread has read its shared memory
+ * (the global writes may still be on their way). */
+__device__ __forceinline__ void tma_store_3d(const cuda_tensor_map *map, const void *src, int x, int y, int z) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_addr(src)), "r"(x), "r"(y), "r"(z)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_store_commit_and_wait_read() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
 #endif
 }
 /* Moves registers between the warpgroups of a block (every thread of a
