@@ -290,6 +290,7 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
       p.lda > 0 && p.ldb > 0 && p.a_batch_stride > 0) {
     const int bn = wgmma_tile_n(dev, &p);
     cuda_matmul_tma_params tp;
+    memset(&tp, 0, sizeof tp); /* out_map stays unused without store_by_tma */
     if (describe_for_tma(&tp.a_map, dtype, p.a, p.k, p.m, p.batch, p.lda, p.a_batch_stride, GK_MATMUL_WGMMA_BM) &&
         describe_for_tma(&tp.b_map, dtype, p.b, p.k, p.n, p.b_batch_stride ? p.batch : 1, p.ldb,
                          p.b_batch_stride, (uint32_t)bn)) {
@@ -298,7 +299,6 @@ static gllmk_status run_matmul(gllmk_plugin_device *dev, const gllmk_matmul_args
        * back (beta = 0) and TMA can describe it (16-byte aligned rows). */
       tp.store_by_tma = p.beta == 0.0f && describe_for_tma(&tp.out_map, dtype, p.out, p.n, p.m, p.batch, p.ldo,
                                                            p.out_batch_stride, 64 /* a warpgroup's rows */);
-      tp.pad_ = 0;
       const int64_t tiles = ceil_div(p.m, GK_MATMUL_WGMMA_BM) * ceil_div(p.n, bn);
       const int kernel = CK_matmul_wgmma_f16_n128 + (dtype == GLLMK_BF16) + 2 * (bn == 256);
       return cuda_launch(dev, kernel, (uint32_t)tiles, (uint32_t)p.batch, 1, GK_MATMUL_WGMMA_THREADS,
