@@ -53,7 +53,8 @@ static void usage(FILE *out) {
           "  --threads N      threads of the cpu backend and of OpenBLAS\n"
           "                   (default: one per core)\n"
           "  --quick          a short set of rows (under a minute on a 2-core CPU)\n"
-          "  --filter SUBSTR  only rows whose \"op dtype\" contains SUBSTR\n"
+          "  --filter SUBSTR  only rows whose \"op dtype shape\" (as --list prints\n"
+          "                   them; runs of blanks count as one) contains SUBSTR\n"
           "                   (e.g. matmul, bf16, \"gemv f32\"); the copy ceiling\n"
           "                   is always measured\n"
           "  --reps N         at most N timed repetitions per row (default 20, quick 10)\n"
@@ -135,26 +136,39 @@ static int parse_options(int argc, char **argv, options *o) {
   return 0;
 }
 
-static int case_selected(const options *o, const bench_case *c) {
-  char key[96], dtype[24];
-  if (o->quick && !(c->flags & CASE_QUICK)) return 0;
-  case_dtype_text(c, dtype, sizeof dtype);
-  snprintf(key, sizeof key, "%s %s", c->label, dtype);
-  return !o->filter || strstr(key, o->filter) != NULL;
-}
-
 /* The op's shape text where it can write one without building the row,
  * else the case's sizes. */
-static void print_case_shape(const bench_case *c) {
+static void case_shape_text(const bench_case *c, char *text, size_t size) {
   if (c->op->describe) {
-    char shape[96];
-    c->op->describe(c, shape, sizeof shape);
-    printf("%s", shape);
+    c->op->describe(c, text, size);
     return;
   }
-  printf("m=%lld", (long long)c->m);
-  if (c->n) printf(" n=%lld", (long long)c->n);
-  if (c->k) printf(" k=%lld", (long long)c->k);
+  int used = snprintf(text, size, "m=%lld", (long long)c->m);
+  if (c->n && used >= 0 && (size_t)used < size)
+    used += snprintf(text + used, size - (size_t)used, " n=%lld", (long long)c->n);
+  if (c->k && used >= 0 && (size_t)used < size)
+    snprintf(text + used, size - (size_t)used, " k=%lld", (long long)c->k);
+}
+
+/* Whether `text` contains `filter`, every run of blanks in the filter
+ * matching one space (text has single spaces), so that a line copied from
+ * --list's aligned columns selects its row. */
+static int filter_matches(const char *text, const char *filter) {
+  char collapsed[256];
+  size_t n = 0;
+  for (const char *p = filter; *p && n + 1 < sizeof collapsed; p++)
+    if (*p != ' ' || (n > 0 && collapsed[n - 1] != ' ')) collapsed[n++] = *p;
+  collapsed[n] = '\0';
+  return strstr(text, collapsed) != NULL;
+}
+
+static int case_selected(const options *o, const bench_case *c) {
+  char key[160], dtype[24], shape[96];
+  if (o->quick && !(c->flags & CASE_QUICK)) return 0;
+  case_dtype_text(c, dtype, sizeof dtype);
+  case_shape_text(c, shape, sizeof shape);
+  snprintf(key, sizeof key, "%s %s %s", c->label, dtype, shape);
+  return !o->filter || filter_matches(key, o->filter);
 }
 
 static void list_cases(const options *o) {
@@ -162,9 +176,10 @@ static void list_cases(const options *o) {
     const bench_case *c = &bench_cases[i];
     char dtype[24];
     if (!case_selected(o, c)) continue;
+    char shape[96];
     case_dtype_text(c, dtype, sizeof dtype);
-    printf("%-18s %-9s ", c->label, dtype);
-    print_case_shape(c);
+    case_shape_text(c, shape, sizeof shape);
+    printf("%-18s %-9s %s", c->label, dtype, shape);
     printf("%s%s\n", c->flags & CASE_QUICK ? "  (quick)" : "",
            c->flags & CASE_DEVICE ? "  (device row: skipped on the cpu backend)" : "");
   }
@@ -273,7 +288,7 @@ static void run_rows(bench_env *env, run_state *s, progress *p) {
 
 /* The recordings row runs unless --filter names something else. */
 static int recording_selected(const options *o) {
-  return o->filter == NULL || strstr("recording bf16", o->filter) != NULL;
+  return o->filter == NULL || filter_matches("recording bf16", o->filter);
 }
 
 static int count_selected(const options *o) {
