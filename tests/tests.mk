@@ -137,13 +137,11 @@ test-programs: $(CHECK_PREREQS)
 # globals; when the Vulkan loader unloads it at vkDestroyInstance, LeakSanitizer
 # reports it from an unknown module, which no suppression can name. Keeping
 # that driver loaded for the whole process hides exactly that allocation, so
-# leaks in gllmk itself still fail the run. tests/lsan.supp names PoCL's
-# kernel compiler, whose allocations live until exit.
+# leaks in gllmk itself still fail the run.
 ifeq ($(SANITIZE),1)
 LAVAPIPE_ICD := $(wildcard /usr/lib/*/libvulkan_lvp.so)
 KEEP_LAVAPIPE = $(if $(LAVAPIPE_ICD),LD_PRELOAD=$(shell $(CC) -print-file-name=libasan.so):$(firstword $(LAVAPIPE_ICD)))
 TEST_WRAPPER = env ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
-               LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
                UBSAN_OPTIONS=print_stacktrace=1 $(KEEP_LAVAPIPE)
 else ifeq ($(SANITIZE),thread)
 # ThreadSanitizer (docs/testing.md): the first data race ends the program.
