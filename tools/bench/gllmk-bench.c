@@ -54,7 +54,7 @@ static void usage(FILE *out) {
           "                   (default: one per core)\n"
           "  --quick          a short set of rows (under a minute on a 2-core CPU)\n"
           "  --filter SUBSTR  only rows whose \"op dtype shape\" (as --list prints\n"
-          "                   them; runs of blanks count as one) contains SUBSTR\n"
+          "                   them; runs of spaces count as one) contains SUBSTR\n"
           "                   (e.g. matmul, bf16, \"gemv f32\"); the copy ceiling\n"
           "                   is always measured\n"
           "  --reps N         at most N timed repetitions per row (default 20, quick 10)\n"
@@ -80,6 +80,17 @@ static long parse_count(const char *text, long max) {
 }
 
 /* 0 to run, 1 to exit successfully (--help), 2 on bad usage. */
+/* Every run of spaces in `text` as one, in place: the rows' keys have
+ * single spaces, and so a line copied from --list's aligned columns, used
+ * as --filter, selects its row. */
+static char *collapse_spaces(char *text) {
+  char *out = text;
+  for (const char *p = text; *p; p++)
+    if (*p != ' ' || (out > text && out[-1] != ' ')) *out++ = *p;
+  *out = '\0';
+  return text;
+}
+
 static int parse_options(int argc, char **argv, options *o) {
   enum { OPT_BACKEND = 256, OPT_DEVICE, OPT_THREADS, OPT_QUICK, OPT_FILTER, OPT_REPS, OPT_JSON,
          OPT_LIST, OPT_HELP, OPT_TRACE, OPT_PLUGIN_DIR, OPT_ALL_LEVELS, OPT_VARIANTS };
@@ -109,7 +120,7 @@ static int parse_options(int argc, char **argv, options *o) {
     case OPT_THREADS: value = parse_count(optarg, 4096); o->threads = (uint32_t)value; break;
     case OPT_REPS: value = parse_count(optarg, BENCH_MAX_REPS); o->max_reps = (int)value; break;
     case OPT_QUICK: o->quick = 1; break;
-    case OPT_FILTER: o->filter = optarg; break;
+    case OPT_FILTER: o->filter = collapse_spaces(optarg); break;
     case OPT_JSON: o->json = 1; break;
     case OPT_LIST: o->list = 1; break;
     case OPT_TRACE: o->trace = optarg; break;
@@ -150,25 +161,13 @@ static void case_shape_text(const bench_case *c, char *text, size_t size) {
     snprintf(text + used, size - (size_t)used, " k=%lld", (long long)c->k);
 }
 
-/* Whether `text` contains `filter`, every run of blanks in the filter
- * matching one space (text has single spaces), so that a line copied from
- * --list's aligned columns selects its row. */
-static int filter_matches(const char *text, const char *filter) {
-  char collapsed[256];
-  size_t n = 0;
-  for (const char *p = filter; *p && n + 1 < sizeof collapsed; p++)
-    if (*p != ' ' || (n > 0 && collapsed[n - 1] != ' ')) collapsed[n++] = *p;
-  collapsed[n] = '\0';
-  return strstr(text, collapsed) != NULL;
-}
-
 static int case_selected(const options *o, const bench_case *c) {
   char key[160], dtype[24], shape[96];
   if (o->quick && !(c->flags & CASE_QUICK)) return 0;
   case_dtype_text(c, dtype, sizeof dtype);
   case_shape_text(c, shape, sizeof shape);
   snprintf(key, sizeof key, "%s %s %s", c->label, dtype, shape);
-  return !o->filter || filter_matches(key, o->filter);
+  return !o->filter || strstr(key, o->filter) != NULL;
 }
 
 static void list_cases(const options *o) {
@@ -288,7 +287,7 @@ static void run_rows(bench_env *env, run_state *s, progress *p) {
 
 /* The recordings row runs unless --filter names something else. */
 static int recording_selected(const options *o) {
-  return o->filter == NULL || filter_matches("recording bf16", o->filter);
+  return o->filter == NULL || strstr("recording bf16", o->filter) != NULL;
 }
 
 static int count_selected(const options *o) {
