@@ -764,6 +764,18 @@ static void views_matmul(void) {
        cols_layout(2, 4, 0), cols_layout(2, 4, 4), cols_layout(2, 3, 1), D, false, false},
       {"simt tiles, a one element in", 0, 1100, 4100, 36, GLLMK_B_KN, false, 0.5f, 0.75f, false,
        cols_layout(2, 3, 1), cols_layout(2, 4, 0), D, D, false, false},
+      /* cuda's wgmma GEMM (Hopper, M >= 64, b as [N, K]) with beta 0, whose
+       * tiles leave through TMA stores where out's rows are 16-byte aligned:
+       * out one element in, then rows 2 elements longer than N (not
+       * aligned), both left to the register epilogue; then a column slice
+       * 64 elements in with rows 16 elements longer (aligned, stores stop at
+       * N = 136, inside a 64-column box). */
+      {"wgmma tiles, out one element in", 0, 96, 136, 64, GLLMK_B_NK, false, 0.5f, 0.0f, true, D,
+       D, shifted(1), D, false, false},
+      {"wgmma tiles, out rows unaligned", 0, 96, 136, 64, GLLMK_B_NK, false, 1.0f, 0.0f, false, D,
+       D, cols_layout(2, 2, 0), D, false, false},
+      {"wgmma tiles, out an aligned slice", 0, 130, 136, 64, GLLMK_B_NK, false, 1.0f, 0.0f, true, D,
+       D, cols_layout(2, 80, 64), D, false, false},
       /* One a for every batch (batch stride 0). */
       {"a repeated over the batch", 3, 20, 24, 16, GLLMK_B_NK, true, 1.0f, 0.0f, true, D, D,
        D, D, true, false},
