@@ -55,8 +55,15 @@ static inline int strides_aligned16(const gllmk_tensor *t, const int64_t *stride
 static inline int describe_16bit_for_tma(cuda_tensor_map *map, int32_t dtype, uint64_t address, uint32_t rank,
                                          const uint64_t *dims, const int64_t *strides, const uint32_t *box) {
   if (!cu.cuTensorMapEncodeTiled || rank > 5) return 0;
+  /* The driver's own rules (16-byte address and strides, strides below
+   * 2^40), checked first: its refusal would show as an API error under
+   * compute-sanitizer although another kernel then runs correctly. */
+  if (address % 16 != 0) return 0;
   uint64_t stride_bytes[4];
-  for (uint32_t i = 1; i < rank; i++) stride_bytes[i - 1] = dims[i] == 1 ? 16 : (uint64_t)strides[i - 1] * 2;
+  for (uint32_t i = 1; i < rank; i++) {
+    stride_bytes[i - 1] = dims[i] == 1 ? 16 : (uint64_t)strides[i - 1] * 2;
+    if (stride_bytes[i - 1] % 16 != 0 || stride_bytes[i - 1] >= (1ull << 40)) return 0;
+  }
   const uint32_t element_strides[5] = {1, 1, 1, 1, 1};
   return cu.cuTensorMapEncodeTiled(map, dtype == GLLMK_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                                    rank, (void *)(uintptr_t)address, dims, stride_bytes, box, element_strides,
