@@ -120,70 +120,95 @@ static void pack_rows_avx512(const float *const *rows, int64_t count, int64_t co
 
 /* ------------------------------------------------------------------- GEMV */
 
-/* 16 elements of b (the first `mask` lanes; the rest read as 0) as F32. */
-static ALWAYS_INLINE __m512 load16(int32_t dtype, const void *p, __mmask16 mask) {
-  if (dtype == GLLMK_F32) return _mm512_maskz_loadu_ps(mask, p);
-  __m256i h = _mm256_maskz_loadu_epi16(mask, p);
+/* The GEMV loops run on whole vectors with plain loads and stores, then
+ * once on the tail with masked ones: with masked moves in every step the
+ * decode GEMV ran 1.3-1.7x slower on a Zen 5 (docs/performance.md). `full`
+ * is a constant where these are inlined. */
+
+/* 16 elements of b as F32: all of them (full), or the first `mask` lanes
+ * with the rest read as 0. */
+static ALWAYS_INLINE __m512 load16(int32_t dtype, const void *p, int full, __mmask16 mask) {
+  if (dtype == GLLMK_F32) return full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask, p);
+  __m256i h = full ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(mask, p);
   if (dtype == GLLMK_F16) return _mm512_cvtph_ps(h);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static ALWAYS_INLINE __m512 load16_f32(const float *p, int full, __mmask16 mask) {
+  return full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask, p);
+}
+
+static ALWAYS_INLINE void store16_f32(float *p, __m512 v, int full, __mmask16 mask) {
+  if (full)
+    _mm512_storeu_ps(p, v);
+  else
+    _mm512_mask_storeu_ps(p, mask, v);
+}
+
+/* 16 columns kk.. of nk_rows's dot products. */
+static ALWAYS_INLINE void nk_step(int32_t dtype, int m, int rows, int64_t kk, const float *a,
+                                  int64_t lda, const char *b, size_t b_row_bytes, int full,
+                                  __mmask16 mask, __m512 (*acc)[4]) {
+  const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
+  __m512 bv[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < rows; r++) bv[r] = load16(dtype, b + r * b_row_bytes + (size_t)kk * esize, full, mask);
+#pragma GCC unroll 4
+  for (int i = 0; i < m; i++) {
+    __m512 av = load16_f32(a + i * lda + kk, full, mask);
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++) acc[i][r] = _mm512_fmadd_ps(av, bv[r], acc[i][r]);
+  }
 }
 
 /* out[i * ldo + r] = dot(a row i, b row r) for i < m, r < ROWS. */
 static ALWAYS_INLINE void nk_rows(int32_t dtype, int m, int rows, int64_t k, const float *a,
                                   int64_t lda, const char *b, size_t b_row_bytes, float *out,
                                   int64_t ldo) {
-  const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
   __m512 acc[CPU_GEMV_MAX_ROWS][4];
 #pragma GCC unroll 4
   for (int i = 0; i < m; i++)
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++) acc[i][r] = _mm512_setzero_ps();
   int64_t kk = 0;
-  for (; kk < k; kk += 16) {
-    __mmask16 mask = k - kk >= 16 ? (__mmask16)0xffff : tail_mask(k - kk);
-    __m512 bv[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < rows; r++)
-      bv[r] = load16(dtype, b + r * b_row_bytes + (size_t)kk * esize, mask);
-#pragma GCC unroll 4
-    for (int i = 0; i < m; i++) {
-      __m512 av = _mm512_maskz_loadu_ps(mask, a + i * lda + kk);
-#pragma GCC unroll 4
-      for (int r = 0; r < rows; r++) acc[i][r] = _mm512_fmadd_ps(av, bv[r], acc[i][r]);
-    }
-  }
+  for (; kk + 16 <= k; kk += 16) nk_step(dtype, m, rows, kk, a, lda, b, b_row_bytes, 1, 0, acc);
+  if (kk < k) nk_step(dtype, m, rows, kk, a, lda, b, b_row_bytes, 0, tail_mask(k - kk), acc);
 #pragma GCC unroll 4
   for (int i = 0; i < m; i++)
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++) out[i * ldo + r] = _mm512_reduce_add_ps(acc[i][r]);
 }
 
+/* 16 columns n.. of kn_rows's sums (b0: b's row kk). */
+static ALWAYS_INLINE void kn_step(int32_t dtype, int m, int rows, int64_t n, __m512 (*av)[4], const char *b0,
+                                  size_t b_row_bytes, int full, __mmask16 mask, float *out, int64_t ldo) {
+  const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
+  __m512 bv[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < rows; r++) bv[r] = load16(dtype, b0 + r * b_row_bytes + (size_t)n * esize, full, mask);
+#pragma GCC unroll 4
+  for (int i = 0; i < m; i++) {
+    float *o = out + i * ldo + n;
+    __m512 acc = load16_f32(o, full, mask);
+#pragma GCC unroll 4
+    for (int r = 0; r < rows; r++) acc = _mm512_fmadd_ps(av[i][r], bv[r], acc);
+    store16_f32(o, acc, full, mask);
+  }
+}
+
 /* out[i * ldo + n] (+)= sum over `rows` rows of b of a[i][kk + r] * b[kk + r][n]. */
 static ALWAYS_INLINE void kn_rows(int32_t dtype, int m, int rows, int64_t kk, const float *a,
                                   int64_t lda, const char *b, size_t b_row_bytes, int64_t n_count,
                                   float *out, int64_t ldo) {
-  const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
   __m512 av[CPU_GEMV_MAX_ROWS][4];
 #pragma GCC unroll 4
   for (int i = 0; i < m; i++)
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++) av[i][r] = _mm512_set1_ps(a[i * lda + kk + r]);
   const char *b0 = b + (size_t)kk * b_row_bytes;
-  for (int64_t n = 0; n < n_count; n += 16) {
-    __mmask16 mask = n_count - n >= 16 ? (__mmask16)0xffff : tail_mask(n_count - n);
-    __m512 bv[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < rows; r++)
-      bv[r] = load16(dtype, b0 + r * b_row_bytes + (size_t)n * esize, mask);
-#pragma GCC unroll 4
-    for (int i = 0; i < m; i++) {
-      float *o = out + i * ldo + n;
-      __m512 acc = _mm512_maskz_loadu_ps(mask, o);
-#pragma GCC unroll 4
-      for (int r = 0; r < rows; r++) acc = _mm512_fmadd_ps(av[i][r], bv[r], acc);
-      _mm512_mask_storeu_ps(o, mask, acc);
-    }
-  }
+  int64_t n = 0;
+  for (; n + 16 <= n_count; n += 16) kn_step(dtype, m, rows, n, av, b0, b_row_bytes, 1, 0, out, ldo);
+  if (n < n_count) kn_step(dtype, m, rows, n, av, b0, b_row_bytes, 0, tail_mask(n_count - n), out, ldo);
 }
 
 #include "cpu_gemv.inc"
