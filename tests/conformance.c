@@ -1919,6 +1919,51 @@ START_TEST(exit_with_context_open) {
 }
 END_TEST
 
+/* Loop index = backend: a few MiB of random bytes written, copied to
+ * another buffer and read back at odd offsets and sizes, the bytes around
+ * each range left as they were. The cpu backend splits large transfers
+ * between its threads and writes them past the cache (its cpu-stream
+ * variant at any size). */
+static void expect_bytes(const char *what, const unsigned char *got, const unsigned char *want, uint64_t size) {
+  uint64_t i = 0;
+  while (i < size && got[i] == want[i]) i++;
+  ck_assert_msg(i == size, "%s on %s: byte %llu of %llu is %u, not %u", what, S.backend, (unsigned long long)i,
+                (unsigned long long)size, i < size ? got[i] : 0, i < size ? want[i] : 0);
+}
+
+START_TEST(buffer_transfers) {
+  begin_test(_i, "buffer_transfers", GLLMK_OP_COUNT * MAX_BACKENDS + 128 + (uint64_t)_i);
+  const uint64_t size = (S.quick ? 1 << 20 : 5 << 20) + 37, pad = 4099, total = size + 2 * pad;
+  const uint64_t at_a = 13, at_b = pad + 3;
+  unsigned char *data = host_alloc(size), *poison = host_alloc(total), *want = host_alloc(total),
+                *got = host_alloc(total);
+  for (uint64_t i = 0; i < size; i++) data[i] = (unsigned char)test_rng_next(&S.rng);
+  for (uint64_t i = 0; i < total; i++) poison[i] = (unsigned char)test_rng_next(&S.rng);
+  gllmk_buffer *a = NULL, *b = NULL;
+  must(gllmk_buffer_alloc(S.ctx, total, &a), "gllmk_buffer_alloc");
+  must(gllmk_buffer_alloc(S.ctx, total, &b), "gllmk_buffer_alloc");
+  must(gllmk_buffer_write(a, 0, poison, total), "gllmk_buffer_write");
+  must(gllmk_buffer_write(b, 0, poison, total), "gllmk_buffer_write");
+  must(gllmk_buffer_write(a, at_a, data, size), "gllmk_buffer_write");
+  must(gllmk_buffer_copy(b, at_b, a, at_a, size), "gllmk_buffer_copy");
+
+  memcpy(want, poison, total);
+  memcpy(want + at_a, data, size);
+  must(gllmk_buffer_read(a, 0, got, total), "gllmk_buffer_read");
+  expect_bytes("gllmk_buffer_write", got, want, total);
+  memcpy(want, poison, total);
+  memcpy(want + at_b, data, size);
+  must(gllmk_buffer_read(b, 0, got, total), "gllmk_buffer_read");
+  expect_bytes("gllmk_buffer_copy", got, want, total);
+  memset(got, 0, total);
+  must(gllmk_buffer_read(b, at_b + 1, got + 1, size - 1), "gllmk_buffer_read");
+  ck_assert_msg(got[0] == 0 && got[size] == 0, "gllmk_buffer_read on %s wrote outside its range", S.backend);
+  expect_bytes("gllmk_buffer_read", got + 1, data + 1, size - 1);
+  gllmk_buffer_free(a);
+  gllmk_buffer_free(b);
+}
+END_TEST
+
 /* Whether the plugin's first device is emulated (lavapipe, PoCL). */
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--exit-with-context-open") == 0)
@@ -1945,6 +1990,7 @@ int main(int argc, char **argv) {
     tcase_add_loop_test(tc, decoder_block, b * FLOAT_DTYPE_COUNT, (b + 1) * FLOAT_DTYPE_COUNT);
     tcase_add_loop_test(tc, recording_replays, b * FLOAT_DTYPE_COUNT, (b + 1) * FLOAT_DTYPE_COUNT);
     tcase_add_loop_test(tc, exit_with_context_open, b, b + 1);
+    tcase_add_loop_test(tc, buffer_transfers, b, b + 1);
     conformance_views_add(tc, b, backends[b].name, backends[b].software);
     suite_add_tcase(suite, tc);
   }

@@ -23,6 +23,7 @@
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
 #include "cpu_pool.h"
+#include "cpu_rows.h"
 #include "ops.h"
 
 #define CPU_PLUGIN_VERSION "0.1.0"
@@ -343,25 +344,55 @@ static void cpu_mem_free(gllmk_plugin_device *device, gllmk_plugin_memory *memor
   free(memory);
 }
 
+/* Byte copies of writes, reads and buffer copies: a large one between
+ * ranges that do not overlap runs on every thread of the pool, written past
+ * the cache, since one thread's memmove reaches only part of the memory
+ * bandwidth (a third on a 2-core Zen 5: 32 of 81 GB/s); overlapping ranges
+ * keep memmove's order. */
+enum { COPY_CHUNK_BYTES = 64 << 10 };
+
+typedef struct bytes_job {
+  char *dst;
+  const char *src;
+  uint64_t size;
+  int stream;
+} bytes_job;
+
+static void copy_chunks(void *ctx, int64_t begin, int64_t end) {
+  const bytes_job *job = ctx;
+  const uint64_t from = (uint64_t)begin * COPY_CHUNK_BYTES;
+  const uint64_t to = (uint64_t)end * COPY_CHUNK_BYTES < job->size ? (uint64_t)end * COPY_CHUNK_BYTES : job->size;
+  cpu_copy_bytes(job->stream, job->dst + from, job->src + from, (size_t)(to - from));
+  if (job->stream) cpu_convert->stream_fence();
+}
+
+static void copy_bytes(gllmk_plugin_device *device, void *dst, const void *src, uint64_t size) {
+  const uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+  if (d < s + size && s < d + size) {
+    memmove(dst, src, (size_t)size);
+    return;
+  }
+  bytes_job job = {dst, src, size, cpu_streams((int64_t)size)};
+  cpu_parallel_for(device, (int64_t)((size + COPY_CHUNK_BYTES - 1) / COPY_CHUNK_BYTES),
+                   CPU_GRAIN_ELEMENTS * sizeof(float) / COPY_CHUNK_BYTES, copy_chunks, &job);
+}
+
 static gllmk_status cpu_mem_write(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
                                   uint64_t offset, const void *src, uint64_t size) {
-  (void)device;
-  memcpy((char *)dst->data + offset, src, (size_t)size);
+  copy_bytes(device, (char *)dst->data + offset, src, size);
   return GLLMK_OK;
 }
 
 static gllmk_status cpu_mem_read(gllmk_plugin_device *device, gllmk_plugin_memory *src,
                                  uint64_t offset, void *dst, uint64_t size) {
-  (void)device;
-  memcpy(dst, (const char *)src->data + offset, (size_t)size);
+  copy_bytes(device, dst, (const char *)src->data + offset, size);
   return GLLMK_OK;
 }
 
 static gllmk_status cpu_mem_copy(gllmk_plugin_device *device, gllmk_plugin_memory *dst,
                                  uint64_t dst_offset, gllmk_plugin_memory *src, uint64_t src_offset,
                                  uint64_t size) {
-  (void)device;
-  memmove((char *)dst->data + dst_offset, (const char *)src->data + src_offset, (size_t)size);
+  copy_bytes(device, (char *)dst->data + dst_offset, (const char *)src->data + src_offset, size);
   return GLLMK_OK;
 }
 
