@@ -125,17 +125,13 @@ static void pack_rows_avx512(const float *const *rows, int64_t count, int64_t co
  * decode GEMV ran 1.3-1.7x slower on a Zen 5 (docs/performance.md). `full`
  * is a constant where these are inlined. */
 
-/* 16 elements of b as F32: all of them (full), or the first `mask` lanes
+/* 16 elements (of b, a or out) as F32: all of them (full), or the first `mask` lanes
  * with the rest read as 0. */
 static ALWAYS_INLINE __m512 load16(int32_t dtype, const void *p, int full, __mmask16 mask) {
   if (dtype == GLLMK_F32) return full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask, p);
   __m256i h = full ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(mask, p);
   if (dtype == GLLMK_F16) return _mm512_cvtph_ps(h);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-static ALWAYS_INLINE __m512 load16_f32(const float *p, int full, __mmask16 mask) {
-  return full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(mask, p);
 }
 
 static ALWAYS_INLINE void store16_f32(float *p, __m512 v, int full, __mmask16 mask) {
@@ -155,7 +151,7 @@ static ALWAYS_INLINE void nk_step(int32_t dtype, int m, int rows, int64_t kk, co
   for (int r = 0; r < rows; r++) bv[r] = load16(dtype, b + r * b_row_bytes + (size_t)kk * esize, full, mask);
 #pragma GCC unroll 4
   for (int i = 0; i < m; i++) {
-    __m512 av = load16_f32(a + i * lda + kk, full, mask);
+    __m512 av = load16(GLLMK_F32, a + i * lda + kk, full, mask);
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++) acc[i][r] = _mm512_fmadd_ps(av, bv[r], acc[i][r]);
   }
@@ -189,7 +185,7 @@ static ALWAYS_INLINE void kn_step(int32_t dtype, int m, int rows, int64_t n, __m
 #pragma GCC unroll 4
   for (int i = 0; i < m; i++) {
     float *o = out + i * ldo + n;
-    __m512 acc = load16_f32(o, full, mask);
+    __m512 acc = load16(GLLMK_F32, o, full, mask);
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++) acc = _mm512_fmadd_ps(av[i][r], bv[r], acc);
     store16_f32(o, acc, full, mask);
