@@ -265,6 +265,19 @@ static inline double *host_copy(const double *src, int64_t n) {
   return copy;
 }
 
+/* The slack (as expect_close_cond takes it) of a rope on a product's first
+ * `columns` columns ([m, n], GPT-J pairs): |x| + |y| of each turned pair,
+ * what a rounding of the product before the turn (the cpu's way) moves each
+ * output by, relative to that rounding. */
+static inline double *rope_pair_slack(int64_t m, int64_t n, int64_t columns, int64_t head_dim,
+                                      int64_t rotary_dim, const double *product) {
+  double *slack = host_alloc((size_t)(m * n) * sizeof *slack);
+  for (int64_t r = 0; r < m; r++)
+    for (int64_t c = 0; c < columns; c++)
+      if (c % head_dim < rotary_dim) slack[r * n + c] = fabs(product[r * n + c]) + fabs(product[r * n + (c ^ 1)]);
+  return slack;
+}
+
 /* Element positions (indices into base->host) of a view into base's buffer,
  * in the view's row-major order. */
 static inline int64_t *view_positions(const dev *base, const gllmk_tensor *view) {
