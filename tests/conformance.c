@@ -930,6 +930,12 @@ static void conf_matmul(void) {
       {0, 0, 3, 50, 64, GLLMK_B_NK, false, 1.0f, 0.5f, true, true}, /* vulkan's GEMV: 4 rows at most */
       {0, 0, 5, 24, 40, GLLMK_B_NK, false, 1.0f, 0.75f, false, true},
       {2, 0, 17, 45, 300, GLLMK_B_NK, false, 1.0f, 0.0f, true, true},
+      /* The cpu GEMV reads F16/BF16 b a row at a time while a's rows fit
+       * in 16 KiB (above: K = 4096 at one row, the boundary), four rows at
+       * a time past it (here, with a row left over and K off every vector)
+       * and for F32. */
+      {0, 0, 1, 45, 4200, GLLMK_B_NK, false, 1.0f, 0.0f, false, false},
+      {0, 0, 2, 37, 2100, GLLMK_B_NK, false, 0.5f, 0.75f, true, false},
       /* A decode batch's projection into the residual: cuda's skinny GEMM,
        * K split among blocks that each sum their part of a's squares; on
        * Hopper at 17-32 rows its wgmma form (32 rows, K split in 4 or 8).

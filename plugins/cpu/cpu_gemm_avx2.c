@@ -210,34 +210,45 @@ static ALWAYS_INLINE float sum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-/* out[i * ldo + r] = dot(a row i, b row r) for i < m, r < rows. */
+/* out[i * ldo + r] = dot(a row i, b row r) for i < m, r < rows (1 or 4):
+ * 4 / rows vectors of each row a step, vector c of row r into
+ * acc[i][r * chunks + c]. */
 static ALWAYS_INLINE void nk_rows(int32_t dtype, int m, int rows, int64_t k, const float *a,
                                   int64_t lda, const char *b, size_t b_row_bytes, float *out,
                                   int64_t ldo) {
   const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
+  const int chunks = 4 / rows;
   __m256 acc[CPU_GEMV_MAX_ROWS][4];
 #pragma GCC unroll 4
   for (int i = 0; i < m; i++)
 #pragma GCC unroll 4
-    for (int r = 0; r < rows; r++) acc[i][r] = _mm256_setzero_ps();
+    for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
   int64_t kk = 0;
-  for (; kk + 8 <= k; kk += 8) {
+  for (; kk + 8 * chunks <= k; kk += 8 * chunks) {
     __m256 bv[4];
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++)
-      bv[r] = cpu_avx2_load8_f32(dtype, b + r * b_row_bytes + (size_t)kk * esize);
 #pragma GCC unroll 4
-    for (int i = 0; i < m; i++) {
-      __m256 av = _mm256_loadu_ps(a + i * lda + kk);
+      for (int c = 0; c < chunks; c++)
+        bv[r * chunks + c] = cpu_avx2_load8_f32(dtype, b + r * b_row_bytes + (size_t)(kk + 8 * c) * esize);
 #pragma GCC unroll 4
-      for (int r = 0; r < rows; r++) acc[i][r] = _mm256_fmadd_ps(av, bv[r], acc[i][r]);
-    }
+    for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+      for (int c = 0; c < chunks; c++) {
+        __m256 av = _mm256_loadu_ps(a + i * lda + kk + 8 * c);
+#pragma GCC unroll 4
+        for (int r = 0; r < rows; r++)
+          acc[i][r * chunks + c] = _mm256_fmadd_ps(av, bv[r * chunks + c], acc[i][r * chunks + c]);
+      }
   }
 #pragma GCC unroll 4
   for (int i = 0; i < m; i++) {
 #pragma GCC unroll 4
     for (int r = 0; r < rows; r++) {
-      float s = sum8(acc[i][r]);
+      __m256 sum = acc[i][r * chunks];
+#pragma GCC unroll 4
+      for (int c = 1; c < chunks; c++) sum = _mm256_add_ps(sum, acc[i][r * chunks + c]);
+      float s = sum8(sum);
       for (int64_t t = kk; t < k; t++)
         s += a[i * lda + t] * cpu_element_f32(dtype, b + r * b_row_bytes, t);
       out[i * ldo + r] = s;

@@ -141,38 +141,55 @@ static ALWAYS_INLINE void store16_f32(float *p, __m512 v, int full, __mmask16 ma
     _mm512_mask_storeu_ps(p, mask, v);
 }
 
-/* 16 columns kk.. of nk_rows's dot products. */
-static ALWAYS_INLINE void nk_step(int32_t dtype, int m, int rows, int64_t kk, const float *a,
-                                  int64_t lda, const char *b, size_t b_row_bytes, int full,
-                                  __mmask16 mask, __m512 (*acc)[4]) {
+/* Columns kk.. of nk_rows's dot products: for each of `rows` rows of b,
+ * `chunks` vectors of 16 (the first `mask` lanes of one unless full), chunk
+ * c of row r into acc[i][r * chunks + c]. */
+static ALWAYS_INLINE void nk_step(int32_t dtype, int m, int rows, int chunks, int64_t kk,
+                                  const float *a, int64_t lda, const char *b, size_t b_row_bytes,
+                                  int full, __mmask16 mask, __m512 (*acc)[4]) {
   const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
   __m512 bv[4];
 #pragma GCC unroll 4
-  for (int r = 0; r < rows; r++) bv[r] = load16(dtype, b + r * b_row_bytes + (size_t)kk * esize, full, mask);
+  for (int r = 0; r < rows; r++)
 #pragma GCC unroll 4
-  for (int i = 0; i < m; i++) {
-    __m512 av = load16(GLLMK_F32, a + i * lda + kk, full, mask);
+    for (int c = 0; c < chunks; c++)
+      bv[r * chunks + c] = load16(dtype, b + r * b_row_bytes + (size_t)(kk + 16 * c) * esize, full, mask);
 #pragma GCC unroll 4
-    for (int r = 0; r < rows; r++) acc[i][r] = _mm512_fmadd_ps(av, bv[r], acc[i][r]);
-  }
+  for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+    for (int c = 0; c < chunks; c++) {
+      __m512 av = load16(GLLMK_F32, a + i * lda + kk + 16 * c, full, mask);
+#pragma GCC unroll 4
+      for (int r = 0; r < rows; r++)
+        acc[i][r * chunks + c] = _mm512_fmadd_ps(av, bv[r * chunks + c], acc[i][r * chunks + c]);
+    }
 }
 
-/* out[i * ldo + r] = dot(a row i, b row r) for i < m, r < ROWS. */
+/* out[i * ldo + r] = dot(a row i, b row r) for i < m, r < rows (1 or 4):
+ * 4 / rows vectors of each row a step. */
 static ALWAYS_INLINE void nk_rows(int32_t dtype, int m, int rows, int64_t k, const float *a,
                                   int64_t lda, const char *b, size_t b_row_bytes, float *out,
                                   int64_t ldo) {
+  const int chunks = 4 / rows;
   __m512 acc[CPU_GEMV_MAX_ROWS][4];
 #pragma GCC unroll 4
   for (int i = 0; i < m; i++)
 #pragma GCC unroll 4
-    for (int r = 0; r < rows; r++) acc[i][r] = _mm512_setzero_ps();
+    for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
   int64_t kk = 0;
-  for (; kk + 16 <= k; kk += 16) nk_step(dtype, m, rows, kk, a, lda, b, b_row_bytes, 1, 0, acc);
-  if (kk < k) nk_step(dtype, m, rows, kk, a, lda, b, b_row_bytes, 0, tail_mask(k - kk), acc);
+  for (; kk + 16 * chunks <= k; kk += 16 * chunks)
+    nk_step(dtype, m, rows, chunks, kk, a, lda, b, b_row_bytes, 1, 0, acc);
+  for (; kk + 16 <= k; kk += 16) nk_step(dtype, m, rows, 1, kk, a, lda, b, b_row_bytes, 1, 0, acc);
+  if (kk < k) nk_step(dtype, m, rows, 1, kk, a, lda, b, b_row_bytes, 0, tail_mask(k - kk), acc);
 #pragma GCC unroll 4
   for (int i = 0; i < m; i++)
 #pragma GCC unroll 4
-    for (int r = 0; r < rows; r++) out[i * ldo + r] = _mm512_reduce_add_ps(acc[i][r]);
+    for (int r = 0; r < rows; r++) {
+      __m512 sum = acc[i][r * chunks];
+#pragma GCC unroll 4
+      for (int c = 1; c < chunks; c++) sum = _mm512_add_ps(sum, acc[i][r * chunks + c]);
+      out[i * ldo + r] = _mm512_reduce_add_ps(sum);
+    }
 }
 
 /* 16 columns n.. of kn_rows's sums (b0: b's row kk). */
