@@ -751,6 +751,10 @@ static void views_matmul(void) {
        cols_layout(2, 3, 1), cols_layout(2, 4, 2), cols_layout(2, 5, 3), shifted(1), false, false},
       {"gemv slices", 0, 1, 256, 300, GLLMK_B_KN, false, 1.0f, 0.0f, true,
        cols_layout(2, 3, 1), cols_layout(2, 4, 2), cols_layout(2, 5, 3), shifted(1), false, false},
+      /* Rows past the cpu GEMV's 16 KiB line (four rows of b at a time, one
+       * left over), b a column slice. */
+      {"gemv slices, long rows", 0, 1, 37, 4200, GLLMK_B_NK, false, 1.0f, 0.0f, true,
+       cols_layout(2, 3, 1), cols_layout(2, 4, 2), cols_layout(2, 5, 3), shifted(1), false, false},
       /* Batched single rows 72 apart with a shared b (rows of one matrix). */
       {"single rows apart, shared b", 5, 1, 48, 64, GLLMK_B_KN, false, 1.0f, 0.0f, false,
        cols_layout(3, 8, 0), D, cols_layout(3, 2, 1), D, false, false},
