@@ -210,13 +210,34 @@ static ALWAYS_INLINE float sum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+/* Columns kk.. of nk_rows's dot products: for each of `rows` rows of b,
+ * `chunks` vectors of 8, chunk c of row r into acc[i][r * chunks + c]. */
+static ALWAYS_INLINE void nk_step(int32_t dtype, int m, int rows, int chunks, int64_t kk,
+                                  const float *a, int64_t lda, const char *b, size_t b_row_bytes,
+                                  __m256 (*acc)[4]) {
+  const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
+  __m256 bv[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < rows; r++)
+#pragma GCC unroll 4
+    for (int c = 0; c < chunks; c++)
+      bv[r * chunks + c] = cpu_avx2_load8_f32(dtype, b + r * b_row_bytes + (size_t)(kk + 8 * c) * esize);
+#pragma GCC unroll 4
+  for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+    for (int c = 0; c < chunks; c++) {
+      __m256 av = _mm256_loadu_ps(a + i * lda + kk + 8 * c);
+#pragma GCC unroll 4
+      for (int r = 0; r < rows; r++)
+        acc[i][r * chunks + c] = _mm256_fmadd_ps(av, bv[r * chunks + c], acc[i][r * chunks + c]);
+    }
+}
+
 /* out[i * ldo + r] = dot(a row i, b row r) for i < m, r < rows (1 or 4):
- * 4 / rows vectors of each row a step, vector c of row r into
- * acc[i][r * chunks + c]. */
+ * 4 / rows vectors of each row a step. */
 static ALWAYS_INLINE void nk_rows(int32_t dtype, int m, int rows, int64_t k, const float *a,
                                   int64_t lda, const char *b, size_t b_row_bytes, float *out,
                                   int64_t ldo) {
-  const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
   const int chunks = 4 / rows;
   __m256 acc[CPU_GEMV_MAX_ROWS][4];
 #pragma GCC unroll 4
@@ -224,23 +245,11 @@ static ALWAYS_INLINE void nk_rows(int32_t dtype, int m, int rows, int64_t k, con
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
   int64_t kk = 0;
-  for (; kk + 8 * chunks <= k; kk += 8 * chunks) {
-    __m256 bv[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < rows; r++)
-#pragma GCC unroll 4
-      for (int c = 0; c < chunks; c++)
-        bv[r * chunks + c] = cpu_avx2_load8_f32(dtype, b + r * b_row_bytes + (size_t)(kk + 8 * c) * esize);
-#pragma GCC unroll 4
-    for (int i = 0; i < m; i++)
-#pragma GCC unroll 4
-      for (int c = 0; c < chunks; c++) {
-        __m256 av = _mm256_loadu_ps(a + i * lda + kk + 8 * c);
-#pragma GCC unroll 4
-        for (int r = 0; r < rows; r++)
-          acc[i][r * chunks + c] = _mm256_fmadd_ps(av, bv[r * chunks + c], acc[i][r * chunks + c]);
-      }
-  }
+  for (; kk + 8 * chunks <= k; kk += 8 * chunks)
+    nk_step(dtype, m, rows, chunks, kk, a, lda, b, b_row_bytes, acc);
+  /* one vector a step past the last full step, so at most 7 columns a row
+   * are left to the scalar tail */
+  for (; kk + 8 <= k; kk += 8) nk_step(dtype, m, rows, 1, kk, a, lda, b, b_row_bytes, acc);
 #pragma GCC unroll 4
   for (int i = 0; i < m; i++) {
 #pragma GCC unroll 4

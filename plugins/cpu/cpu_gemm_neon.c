@@ -125,13 +125,34 @@ static void pack_rows_neon(const float *const *rows, int64_t count, int64_t cols
 
 /* ------------------------------------------------------------------- GEMV */
 
+/* Columns kk.. of nk_rows's dot products: for each of `rows` rows of b,
+ * `chunks` vectors of 4, chunk c of row r into acc[i][r * chunks + c]. */
+static ALWAYS_INLINE void nk_step(int32_t dtype, int m, int rows, int chunks, int64_t kk,
+                                  const float *a, int64_t lda, const char *b, size_t b_row_bytes,
+                                  float32x4_t (*acc)[4]) {
+  const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
+  float32x4_t bv[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < rows; r++)
+#pragma GCC unroll 4
+    for (int c = 0; c < chunks; c++)
+      bv[r * chunks + c] = cpu_neon_load4_f32(dtype, b + r * b_row_bytes + (size_t)(kk + 4 * c) * esize);
+#pragma GCC unroll 4
+  for (int i = 0; i < m; i++)
+#pragma GCC unroll 4
+    for (int c = 0; c < chunks; c++) {
+      float32x4_t av = vld1q_f32(a + i * lda + kk + 4 * c);
+#pragma GCC unroll 4
+      for (int r = 0; r < rows; r++)
+        acc[i][r * chunks + c] = vfmaq_f32(acc[i][r * chunks + c], av, bv[r * chunks + c]);
+    }
+}
+
 /* out[i * ldo + r] = dot(a row i, b row r) for i < m, r < rows (1 or 4):
- * 4 / rows vectors of each row a step, vector c of row r into
- * acc[i][r * chunks + c]. */
+ * 4 / rows vectors of each row a step. */
 static ALWAYS_INLINE void nk_rows(int32_t dtype, int m, int rows, int64_t k, const float *a,
                                   int64_t lda, const char *b, size_t b_row_bytes, float *out,
                                   int64_t ldo) {
-  const size_t esize = dtype == GLLMK_F32 ? 4 : 2;
   const int chunks = 4 / rows;
   float32x4_t acc[CPU_GEMV_MAX_ROWS][4];
 #pragma GCC unroll 4
@@ -139,23 +160,11 @@ static ALWAYS_INLINE void nk_rows(int32_t dtype, int m, int rows, int64_t k, con
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) acc[i][j] = vdupq_n_f32(0.0f);
   int64_t kk = 0;
-  for (; kk + 4 * chunks <= k; kk += 4 * chunks) {
-    float32x4_t bv[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < rows; r++)
-#pragma GCC unroll 4
-      for (int c = 0; c < chunks; c++)
-        bv[r * chunks + c] = cpu_neon_load4_f32(dtype, b + r * b_row_bytes + (size_t)(kk + 4 * c) * esize);
-#pragma GCC unroll 4
-    for (int i = 0; i < m; i++)
-#pragma GCC unroll 4
-      for (int c = 0; c < chunks; c++) {
-        float32x4_t av = vld1q_f32(a + i * lda + kk + 4 * c);
-#pragma GCC unroll 4
-        for (int r = 0; r < rows; r++)
-          acc[i][r * chunks + c] = vfmaq_f32(acc[i][r * chunks + c], av, bv[r * chunks + c]);
-      }
-  }
+  for (; kk + 4 * chunks <= k; kk += 4 * chunks)
+    nk_step(dtype, m, rows, chunks, kk, a, lda, b, b_row_bytes, acc);
+  /* one vector a step past the last full step, so at most 3 columns a row
+   * are left to the scalar tail */
+  for (; kk + 4 <= k; kk += 4) nk_step(dtype, m, rows, 1, kk, a, lda, b, b_row_bytes, acc);
 #pragma GCC unroll 4
   for (int i = 0; i < m; i++) {
 #pragma GCC unroll 4
