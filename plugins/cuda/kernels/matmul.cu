@@ -129,12 +129,15 @@ __device__ __forceinline__ void gemv_words(const T *a, const T *const (&b)[ROWS]
   }
 }
 
+/* Words of b a lane keeps in flight, its ROWS rows together: what the
+ * kernel's registers hold at its launch bounds (below). 4 at a time left
+ * the 4096 x 4096 GEMV at 67% of copy in a decode step; past 8 a plain
+ * GEMV costs the occupancy that fills one wave. */
+template <class T, int ROWS> __host__ __device__ constexpr int gemv_depth() { return sizeof(T) != 2 ? 4 : ROWS == 2 ? 16 : 8; }
+
 /* One lane's part of a row of a times ROWS rows of b (b is [N, K]), in
- * sum: lanes stride over K in 16-byte words, 16 of b in flight each (a
- * 4096-wide bf16 row in one go: the small projections of decode have under
- * one wave of blocks, so each warp must keep much in flight; 4 at a time
- * left the 4096 x 4096 GEMV at 67% of copy in a decode step), then 4, then
- * 1, shared among the rows. With RMS, also its part of the sum of a's
+ * sum: lanes stride over K in 16-byte words, gemv_depth in flight, then 4,
+ * then 1, shared among the rows. With RMS, also its part of the sum of a's
  * squares, in *squares. */
 template <class T, bool RMS, int ROWS>
 __device__ __forceinline__ void gemv_nk_lane(const cuda_matmul_params &p, const T *a, const T *const (&b)[ROWS],
@@ -145,7 +148,7 @@ __device__ __forceinline__ void gemv_nk_lane(const cuda_matmul_params &p, const 
   if (p.vec) {
     const int64_t words = p.k * (int64_t)sizeof(T) / 16;
     int64_t w = lane;
-    gemv_words<T, RMS, ROWS, (sizeof(T) == 2 ? 16 : 8) / ROWS>(a, b, words, w, sum, ss); /* f32: 8 fit */
+    gemv_words<T, RMS, ROWS, gemv_depth<T, ROWS>() / ROWS>(a, b, words, w, sum, ss);
     gemv_words<T, RMS, ROWS, 4 / ROWS>(a, b, words, w, sum, ss);
     gemv_words<T, RMS, ROWS, 1>(a, b, words, w, sum, ss);
   } else {
@@ -346,9 +349,13 @@ template <class T> __device__ void gemv_kn_impl(const cuda_matmul_params &p) {
   }
 }
 
-/* Two blocks a multiprocessor: the registers of 16 words in flight a lane. */
-GK_FLOAT_KERNELS(gemv_nk, gemv_nk_impl, cuda_matmul_params, __launch_bounds__(GEMV_WARPS * 32, 2))
-GK_FLOAT_KERNELS(gemv_nk_pairs, gemv_nk_pairs_impl, cuda_matmul_params, __launch_bounds__(GEMV_WARPS * 32, 2))
+/* Blocks a multiprocessor, so that a decode projection's warps fit one wave
+ * (H200, 132 multiprocessors): the plain GEMV four (64 registers; down's
+ * 4096 warps, 29.2 -> 28.5 us against two blocks and 16 words in flight),
+ * the pairs three (80 registers; q/k/v's 3072 warps, 16.7 -> 14.6 us:
+ * at two blocks they took one and a half waves). */
+GK_FLOAT_KERNELS(gemv_nk, gemv_nk_impl, cuda_matmul_params, __launch_bounds__(GEMV_WARPS * 32, 4))
+GK_FLOAT_KERNELS(gemv_nk_pairs, gemv_nk_pairs_impl, cuda_matmul_params, __launch_bounds__(GEMV_WARPS * 32, 3))
 GK_FLOAT_KERNELS(gemv_kn, gemv_kn_impl, cuda_matmul_params, __launch_bounds__(256))
 
 /* ------------------------------------------------------------ SIMT GEMM */
