@@ -43,7 +43,7 @@ __device__ __forceinline__ float epilogue_of(const cuda_matmul_params &p, float 
 
 /* Output col's epilogue inputs, its old value read from *old: gemv_nk loads
  * them before its weights, so that their latency hides behind the weights'
- * (read after them, the residual cost the 4096 x 4096 GEMV 0.4 us of 10.9
+ * (read after them, the residual cost the 4096 x 4096 GEMV 0.5 us of 11.1
  * on an H200)... */
 template <class T>
 __device__ __forceinline__ epilogue_inputs epilogue_inputs_of(const cuda_matmul_params &p, const T *old, const T *bias,
@@ -133,7 +133,9 @@ __device__ __forceinline__ void gemv_words(const T *a, const T *const (&b)[ROWS]
  * kernel's registers hold at its launch bounds (below). 4 at a time left
  * the 4096 x 4096 GEMV at 67% of copy in a decode step; past 8 a plain
  * GEMV costs the occupancy that fills one wave. */
-template <class T, int ROWS> __host__ __device__ constexpr int gemv_depth() { return sizeof(T) != 2 ? 4 : ROWS == 2 ? 16 : 8; }
+template <class T, int ROWS> __host__ __device__ constexpr int gemv_depth() {
+  return sizeof(T) != 2 ? 4 : ROWS == 2 ? 16 : 8;
+}
 
 /* One lane's part of a row of a times ROWS rows of b (b is [N, K]), in
  * sum: lanes stride over K in 16-byte words, gemv_depth in flight, then 4,
@@ -1229,6 +1231,12 @@ __device__ __forceinline__ void skinny_wgmma_fused_store(const cuda_matmul_param
   }
 }
 
+/* The 16-bit value e (0 or 1) of a packed pair, as a float. */
+template <class T> __device__ __forceinline__ float old_value(uint32_t pair, int e) {
+  const uint16_t bits = (uint16_t)(pair >> (16 * e));
+  return to_f32(*reinterpret_cast<const T *>(&bits));
+}
+
 /* matmul_skinny's work (decode batches of 17 to 64 rows, b as [N, K]) on
  * Hopper with the operands swapped: b's rows, the weights, are wgmma's M
  * (64 a warpgroup) and a's rows its N (BM = 32 or 64), so that TMA streams
@@ -1307,6 +1315,36 @@ __device__ void matmul_skinny_wgmma_impl(const cuda_matmul_skinny_tma_params &P)
   float acc[BM / 2];
 #pragma unroll
   for (int i = 0; i < BM / 2; i++) acc[i] = 0.0f;
+  const int g = lane >> 2, t = lane & 3;
+  /* f(accumulator pair, its first row, column in the tile): the pair is
+   * rows r and r + 1 of one column */
+  auto each_pair = [&](auto f) {
+#pragma unroll
+    for (int j = 0; j < BM / 8; j++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) f(&acc[4 * j + 2 * h], 8 * j + 2 * t, 64 * slice + 16 * warp + g + 8 * h);
+  };
+  /* beta's old outputs (the residual a projection adds into), a pair's two
+   * 16-bit values in one register. At 32 rows every split asks for them
+   * before the K loop (the last split to finish may be any) and keeps them
+   * as loaded until the epilogue: read after the loop, their trip to memory
+   * came on top of the kernel's (o 17.2 -> 16.6 us, H200). The 64-row
+   * kernel reads them after its sum: held through it, they made it spill
+   * 92 bytes and decode of 64 sequences 9% slower. */
+  uint32_t old[BM / 4];
+  auto load_old = [&]() {
+    if (FUSED || p.beta == 0.0f) return;
+    const uint16_t *out = ptr_at<const uint16_t>(p.out, 0);
+    each_pair([&](float *v, int r, int c) {
+      const int64_t n = tile * BN + c;
+      uint32_t pair = 0;
+#pragma unroll
+      for (int e = 0; e < 2; e++)
+        if (r + e < p.m && n < p.n) pair |= (uint32_t)out[(r + e) * p.ldo + n] << (16 * e);
+      old[(v - acc) / 2] = pair;
+    });
+  };
+  if constexpr (BM == 32) load_old();
   for (int i = 0; i < passes; i++) {
     const int s = i % STAGES;
     mbarrier_wait(&full[s], (i / STAGES) & 1);
@@ -1333,15 +1371,6 @@ __device__ void matmul_skinny_wgmma_impl(const cuda_matmul_skinny_tma_params &P)
     named_barrier_sync(1, 256); /* the squares and fusion's loads are in; no one reads the ring any more */
   }
 
-  const int g = lane >> 2, t = lane & 3;
-  /* f(accumulator pair, its first row, column in the tile): the pair is
-   * rows r and r + 1 of one column */
-  auto each_pair = [&](auto f) {
-#pragma unroll
-    for (int j = 0; j < BM / 8; j++)
-#pragma unroll
-      for (int h = 0; h < 2; h++) f(&acc[4 * j + 2 * h], 8 * j + 2 * t, 64 * slice + 16 * warp + g + 8 * h);
-  };
   if (S.splits > 1) { /* hand the tile to the last split to finish; partials column-major */
     float *partial = ptr_at<float>(S.partial, 0);
     const int64_t slot = (tile * S.splits + split) * GK_MATMUL_SKINNY_SLOT_FLOATS(64);
@@ -1384,23 +1413,16 @@ __device__ void matmul_skinny_wgmma_impl(const cuda_matmul_skinny_tma_params &P)
     skinny_wgmma_fused_store<T, BM>(p, reinterpret_cast<float *>(ring), each_pair, fusion, tile);
     return;
   }
+  if constexpr (BM != 32) load_old();
   T *out = ptr_at<T>(p.out, 0);
   const T *bias = bias_of<T>(p);
-  float old[BM / 2] = {}; /* beta's old outputs, all asked for before any store (matmul_skinny says why) */
-  if (p.beta != 0.0f)
-    each_pair([&](float *v, int r, int c) {
-      float *o = old + (v - acc);
-      const int64_t n = tile * BN + c;
-#pragma unroll
-      for (int e = 0; e < 2; e++)
-        if (r + e < p.m && n < p.n) o[e] = to_f32(out[(r + e) * p.ldo + n]);
-    });
   each_pair([&](float *v, int r, int c) {
     const int64_t n = tile * BN + c;
-    const float *o = old + (v - acc);
 #pragma unroll
     for (int e = 0; e < 2; e++)
-      if (r + e < p.m && n < p.n) store1(out + (r + e) * p.ldo + n, epilogue_of(p, o[e], bias, n, v[e]));
+      if (r + e < p.m && n < p.n)
+        store1(out + (r + e) * p.ldo + n, epilogue_of(p, p.beta != 0.0f ? old_value<T>(old[(v - acc) / 2], e) : 0.0f,
+                                                      bias, n, v[e]));
   });
 #endif
 }
