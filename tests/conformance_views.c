@@ -815,6 +815,15 @@ static void views_matmul(void) {
       {"a_norm skinny wgmma, fused weight slices", 0, 28, 96, 2048, GLLMK_B_NK, false, 1.0f, 1.0f, true,
        cols_layout(2, 8, 0), (layout){.pad = {[0] = 96}, .start = {[0] = 48}}, cols_layout(2, 16, 8), D,
        false, true},
+      /* The same into the residual without a_norm: cuda's plain skinny wgmma
+       * GEMM at 32 rows (which reads beta's old outputs before its K loop)
+       * and at 64 rows (after it), K split, out a column slice. */
+      {"skinny wgmma, residual slice", 0, 28, 96, 2048, GLLMK_B_NK, false, 1.0f, 1.0f, true,
+       cols_layout(2, 8, 0), (layout){.pad = {[0] = 96}, .start = {[0] = 48}}, cols_layout(2, 16, 8), D,
+       false, false},
+      {"skinny wgmma, residual slice", 0, 48, 96, 2048, GLLMK_B_NK, false, 0.5f, 0.75f, false,
+       cols_layout(2, 8, 0), (layout){.pad = {[0] = 96}, .start = {[0] = 48}}, cols_layout(2, 16, 8), D,
+       false, false},
   };
   for (int d = 0; d < FLOAT_DTYPE_COUNT; d++) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
