@@ -1187,21 +1187,14 @@ __device__ __forceinline__ void add_tma_stage_squares(const unsigned char *as, f
   for (int i = 0; i < 8; i++) squares = fmaf(x[i], x[i], squares);
 }
 
-/* matmul_skinny_wgmma's fused epilogue: the summed tile passes through
- * shared memory (the ring, which the K loop is done with; rows of BN + 4
- * floats, so that the accumulators' stores meet in no bank), next to each
- * row's a_rms scale, then each thread takes outputs of one row at a time,
- * a warp 32 neighbours (coalesced stores). The loop is unrolled only 4
- * deep: unrolled over matmul_skinny's register layout (skinny_store) the
- * 64-row epilogue was 8000 instructions run once each, and a decode batch's
- * q/k/v took 52 us against the plain kernel's 27 (H200, Nsight Compute);
- * kept rolled, each output's rope angle (double precision, then the sine
- * and cosine) waited for the one before. */
-template <class T, int BM, class EachPair>
-__device__ __forceinline__ void skinny_wgmma_fused_store(const cuda_matmul_params &p, float *tile_smem,
-                                                         EachPair each_pair, const skinny_fusion_data<BM> &d,
-                                                         int64_t tile) {
-  constexpr int BN = GK_MATMUL_SKINNY_BN, LD = BN + 4;
+/* matmul_skinny_wgmma_fused's epilogue, first: the summed tile into shared
+ * memory (the ring, which the K loop is done with; rows of BN + 4 floats,
+ * so that the accumulators' stores meet in no bank), each row's a_rms
+ * scale after it. Returns the scales. */
+template <int BM, class EachPair>
+__device__ __forceinline__ const float *skinny_wgmma_stage_tile(const cuda_matmul_params &p, float *tile_smem,
+                                                                EachPair each_pair, const skinny_fusion_data<BM> &d) {
+  constexpr int LD = GK_MATMUL_SKINNY_BN + 4;
   float *scales = tile_smem + BM * LD;
   each_pair([&](float *v, int r, int c) {
     tile_smem[r * LD + c] = v[0];
@@ -1209,6 +1202,20 @@ __device__ __forceinline__ void skinny_wgmma_fused_store(const cuda_matmul_param
   });
   if (threadIdx.x < BM) scales[threadIdx.x] = p.a_rms ? rsqrtf(d.squares[threadIdx.x] / (float)p.k + p.a_rms_eps) : 1.0f;
   named_barrier_sync(1, 256);
+  return scales;
+}
+
+/* With glu (a gate column's products are warpgroup 0's, its up column's
+ * warpgroup 1's): each thread takes outputs of one row at a time, a warp 32
+ * neighbours (coalesced stores). The loop is unrolled only 4 deep:
+ * unrolled over matmul_skinny's register layout (skinny_store) the 64-row
+ * epilogue was 8000 instructions run once each (H200, Nsight Compute). */
+template <class T, int BM, class EachPair>
+__device__ __forceinline__ void skinny_wgmma_glu_store(const cuda_matmul_params &p, float *tile_smem,
+                                                       EachPair each_pair, const skinny_fusion_data<BM> &d,
+                                                       int64_t tile) {
+  constexpr int BN = GK_MATMUL_SKINNY_BN, LD = BN + 4;
+  const float *scales = skinny_wgmma_stage_tile<BM>(p, tile_smem, each_pair, d);
   T *out = ptr_at<T>(p.out, 0);
   const T *bias = bias_of<T>(p);
   const int rows = min(p.m, (int64_t)BM);
@@ -1216,18 +1223,65 @@ __device__ __forceinline__ void skinny_wgmma_fused_store(const cuda_matmul_param
   for (int item = threadIdx.x; item < rows * (BN / 2); item += 256) {
     const int r = item / (BN / 2), q = item % (BN / 2);
     const float *products = tile_smem + r * LD;
-    T *row = out + r * p.ldo;
-    if (p.glu) { /* gate column q and its up column, BN / 2 on */
-      const int64_t col = tile * (BN / 2) + q;
-      if (col < p.n / 2)
-        store_glu_output(p, row, bias, col, scales[r] * products[q], scales[r] * products[BN / 2 + q]);
-      continue;
+    const int64_t col = tile * (BN / 2) + q; /* gate column q and its up column, BN / 2 on */
+    if (col < p.n / 2)
+      store_glu_output(p, out + r * p.ldo, bias, col, scales[r] * products[q], scales[r] * products[BN / 2 + q]);
+  }
+}
+
+/* Without glu (a_norm, rope, kv): each thread takes one pair of columns, q
+ * = threadIdx.x % 64 of the tile, in every fourth row, a warp 32 pairs of a
+ * row (coalesced stores). What depends only on the columns (their bias,
+ * the pair's rope frequency, where they go in a cache) is worked out once,
+ * so that a row costs its products, the turn and the stores. Through the
+ * general per-output helpers (store_turned_pair, kv_destination) a warp ran
+ * 1588 instructions here for its 8 pairs, with the block's 8 warps the
+ * only ones left on their multiprocessor: q/k/v at 32 rows took 23.7 us
+ * against 19.9 with no epilogue at all (H200, decode's 2 splits). */
+template <class T, int BM, class EachPair>
+__device__ __forceinline__ void skinny_wgmma_fused_store(const cuda_matmul_params &p, float *tile_smem,
+                                                         EachPair each_pair, const skinny_fusion_data<BM> &d,
+                                                         int64_t tile) {
+  constexpr int BN = GK_MATMUL_SKINNY_BN, LD = BN + 4, ROWS_APART = 256 / (BN / 2);
+  const float *scales = skinny_wgmma_stage_tile<BM>(p, tile_smem, each_pair, d);
+  const int q = threadIdx.x % (BN / 2);
+  const int64_t col = tile * BN + 2 * q;
+  if (col >= p.n) return;
+  const T *bias = bias_of<T>(p);
+  const float bias0 = bias ? to_f32(bias[col]) : 0.0f, bias1 = bias && col + 1 < p.n ? to_f32(bias[col + 1]) : 0.0f;
+  const double frequency = d.frequency[q];
+  T *cache[2]; /* each column's element of slot 0 of its cache, or null */
+#pragma unroll
+  for (int e = 0; e < 2; e++) {
+    const int64_t c = col + e - p.kv_first;
+    cache[e] = !kv_column(p, col + e) ? nullptr
+               : c < p.kv_width       ? ptr_at<T>(p.kv_k_cache, c)
+                                      : ptr_at<T>(p.kv_v_cache, c - p.kv_width);
+  }
+  T *out = ptr_at<T>(p.out, 0) + col;
+  const int rows = min(p.m, (int64_t)BM);
+#pragma unroll 4
+  for (int r = threadIdx.x / (BN / 2); r < rows; r += ROWS_APART) {
+    T *o = out + r * p.ldo;
+    const float *products = tile_smem + r * LD + 2 * q;
+    float v0 = epilogue_with(p, {p.beta != 0.0f ? to_f32(o[0]) : 0.0f, bias0}, scales[r] * products[0]);
+    float v1 = scales[r] * products[1];
+    if (col + 1 < p.n) v1 = epilogue_with(p, {p.beta != 0.0f ? to_f32(o[1]) : 0.0f, bias1}, v1);
+    if (frequency >= 0.0) {
+      float sine, cosine;
+      __sincosf(rope_reduced_angle((double)d.position[r], frequency), &sine, &cosine);
+      const float first = v0;
+      v0 = first * cosine - v1 * sine;
+      v1 = v1 * cosine + first * sine;
     }
-    const int64_t col = tile * BN + 2 * q;
-    if (col >= p.n) continue;
-    float v[2] = {scales[r] * products[2 * q], scales[r] * products[2 * q + 1]};
-    if (!p.rope_dim && !p.kv_k_cache) store_pair(p, row + col, bias, col, v[0], v[1]);
-    else store_turned_pair(p, row, bias, col, v, d.frequency[q], d.position[r], d.slot[r]);
+    store_pair_values(p, o, col, v0, v1);
+    if (!cache[0] && !cache[1]) continue;
+    const int32_t slot = d.slot[r];
+    if (slot >= p.kv_slot_count) raise_error(p.error_flag, GK_ERROR_KV_APPEND); /* as kv_destination */
+    if (slot < 0 || slot >= p.kv_slot_count) continue;
+    const int64_t offset = (int64_t)slot * p.kv_width;
+    if (cache[0]) store1(cache[0] + offset, v0);
+    if (cache[1]) store1(cache[1] + offset, v1);
   }
 }
 
@@ -1258,9 +1312,9 @@ template <class T> __device__ __forceinline__ float old_value(uint32_t pair, int
  * their own so that the plain ones stay as they are; 32 rows only, where
  * they were faster than the separate calls, matmul.c says by how much):
  * each consumer thread squares a chunk of every stage of a
- * (add_tma_stage_squares), split
- * blocks leave their rows' sums after their partial tile, and
- * skinny_wgmma_fused_store applies the fusions once K is summed. With glu a
+ * (add_tma_stage_squares), split blocks leave their rows' sums after their
+ * partial tile, and skinny_wgmma_fused_store (with glu
+ * skinny_wgmma_glu_store) applies the fusions once K is summed. With glu a
  * block takes BN / 2 gate columns and their up columns, two TMA boxes of
  * BN / 2 rows of b a stage. */
 template <class T, int BM, bool FUSED>
@@ -1410,7 +1464,8 @@ __device__ void matmul_skinny_wgmma_impl(const cuda_matmul_skinny_tma_params &P)
     }
   }
   if constexpr (FUSED) {
-    skinny_wgmma_fused_store<T, BM>(p, reinterpret_cast<float *>(ring), each_pair, fusion, tile);
+    if (p.glu) skinny_wgmma_glu_store<T, BM>(p, reinterpret_cast<float *>(ring), each_pair, fusion, tile);
+    else skinny_wgmma_fused_store<T, BM>(p, reinterpret_cast<float *>(ring), each_pair, fusion, tile);
     return;
   }
   if constexpr (BM != 32) load_old();
