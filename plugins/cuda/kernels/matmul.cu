@@ -208,19 +208,26 @@ __device__ __forceinline__ int32_t kv_slot_of(const cuda_matmul_params &p, int64
   return kv_column(p, n[0]) || kv_column(p, n[1]) ? reinterpret_cast<const int32_t *>(p.kv_slots)[z] : -1;
 }
 
-/* Output n's element of the k or v cache at `slot`, or null (not k or v, a
- * negative slot, or one past the cache: that raises kv_append's error bit,
- * as kv_append does). */
+/* Output n's element of slot 0 of the k or v cache, or null where n is
+ * not one of k's or v's columns. */
+template <class T> __device__ __forceinline__ T *kv_slot0_element(const cuda_matmul_params &p, int64_t n) {
+  if (!kv_column(p, n)) return nullptr;
+  const int64_t c = n - p.kv_first;
+  return c < p.kv_width ? ptr_at<T>(p.kv_k_cache, c) : ptr_at<T>(p.kv_v_cache, c - p.kv_width);
+}
+
+/* Whether a row's outputs go into the caches at `slot`: not for a negative
+ * slot; one past the cache raises kv_append's error bit, as kv_append does. */
+__device__ __forceinline__ bool kv_slot_taken(const cuda_matmul_params &p, int32_t slot) {
+  if (slot >= p.kv_slot_count) raise_error(p.error_flag, GK_ERROR_KV_APPEND);
+  return slot >= 0 && slot < p.kv_slot_count;
+}
+
+/* Output n's element of the k or v cache at `slot`, or null. */
 template <class T>
 __device__ __forceinline__ T *kv_destination(const cuda_matmul_params &p, int32_t slot, int64_t n) {
-  if (slot < 0 || !kv_column(p, n)) return nullptr;
-  if (slot >= p.kv_slot_count) {
-    raise_error(p.error_flag, GK_ERROR_KV_APPEND);
-    return nullptr;
-  }
-  const int32_t c = (int32_t)(n - p.kv_first);
-  if (c < p.kv_width) return ptr_at<T>(p.kv_k_cache, (int64_t)slot * p.kv_width + c);
-  return ptr_at<T>(p.kv_v_cache, (int64_t)slot * p.kv_width + (c - p.kv_width));
+  T *element = kv_slot0_element<T>(p, n);
+  return element && kv_slot_taken(p, slot) ? element + (int64_t)slot * p.kv_width : nullptr;
 }
 
 /* The angle's cosine and sine, by every lane (the warp's products are done,
@@ -230,6 +237,14 @@ __device__ __forceinline__ T *kv_destination(const cuda_matmul_params &p, int32_
  * cost the block's tail (Nsight, H200: q/k/v 17.1 -> 18.1 us). */
 __device__ __forceinline__ void turn_angle(rope_turn &t) {
   if (t.turned) __sincosf(rope_reduced_angle((double)t.position, t.frequency), &t.sine, &t.cosine);
+}
+
+/* A rope's turn of a pair of outputs (none where t is not turned). */
+__device__ __forceinline__ void turn_pair(const rope_turn &t, float &first, float &second) {
+  if (!t.turned) return;
+  const float old_first = first;
+  first = old_first * t.cosine - second * t.sine;
+  second = second * t.cosine + old_first * t.sine;
 }
 
 /* The product columns a warp computes: one (ROWS 1: warp w of block x takes
@@ -292,11 +307,7 @@ template <class T, int ROWS> __device__ void gemv_nk_rows(const cuda_matmul_para
     store1(out, silu(v[0]) * v[ROWS - 1]);
     return;
   }
-  if (turn.turned) {
-    const float first = v[0];
-    v[0] = first * turn.cosine - v[ROWS - 1] * turn.sine;
-    v[ROWS - 1] = v[ROWS - 1] * turn.cosine + first * turn.sine;
-  }
+  turn_pair(turn, v[0], v[ROWS - 1]);
 #pragma unroll
   for (int r = 0; r < ROWS; r++) {
     if (n[r] >= p.n) continue;
@@ -783,11 +794,7 @@ __device__ __forceinline__ void store_turned_pair(const cuda_matmul_params &p, T
 #pragma unroll
   for (int e = 0; e < 2; e++)
     if (n[e] < p.n) v[e] = epilogue(p, row + n[e], bias, n[e], v[e]);
-  if (turn.turned) {
-    const float first = v[0];
-    v[0] = first * turn.cosine - v[1] * turn.sine;
-    v[1] = v[1] * turn.cosine + first * turn.sine;
-  }
+  turn_pair(turn, v[0], v[1]);
 #pragma unroll
   for (int e = 0; e < 2; e++) {
     if (n[e] >= p.n) continue;
@@ -1250,14 +1257,7 @@ __device__ __forceinline__ void skinny_wgmma_fused_store(const cuda_matmul_param
   const T *bias = bias_of<T>(p);
   const float bias0 = bias ? to_f32(bias[col]) : 0.0f, bias1 = bias && col + 1 < p.n ? to_f32(bias[col + 1]) : 0.0f;
   const double frequency = d.frequency[q];
-  T *cache[2]; /* each column's element of slot 0 of its cache, or null */
-#pragma unroll
-  for (int e = 0; e < 2; e++) {
-    const int64_t c = col + e - p.kv_first;
-    cache[e] = !kv_column(p, col + e) ? nullptr
-               : c < p.kv_width       ? ptr_at<T>(p.kv_k_cache, c)
-                                      : ptr_at<T>(p.kv_v_cache, c - p.kv_width);
-  }
+  T *const cache[2] = {kv_slot0_element<T>(p, col), kv_slot0_element<T>(p, col + 1)};
   T *out = ptr_at<T>(p.out, 0) + col;
   const int rows = min(p.m, (int64_t)BM);
 #pragma unroll 4
@@ -1267,19 +1267,12 @@ __device__ __forceinline__ void skinny_wgmma_fused_store(const cuda_matmul_param
     float v0 = epilogue_with(p, {p.beta != 0.0f ? to_f32(o[0]) : 0.0f, bias0}, scales[r] * products[0]);
     float v1 = scales[r] * products[1];
     if (col + 1 < p.n) v1 = epilogue_with(p, {p.beta != 0.0f ? to_f32(o[1]) : 0.0f, bias1}, v1);
-    if (frequency >= 0.0) {
-      float sine, cosine;
-      __sincosf(rope_reduced_angle((double)d.position[r], frequency), &sine, &cosine);
-      const float first = v0;
-      v0 = first * cosine - v1 * sine;
-      v1 = v1 * cosine + first * sine;
-    }
+    rope_turn turn = {frequency >= 0.0, d.position[r], frequency, 1.0f, 0.0f};
+    turn_angle(turn);
+    turn_pair(turn, v0, v1);
     store_pair_values(p, o, col, v0, v1);
-    if (!cache[0] && !cache[1]) continue;
-    const int32_t slot = d.slot[r];
-    if (slot >= p.kv_slot_count) raise_error(p.error_flag, GK_ERROR_KV_APPEND); /* as kv_destination */
-    if (slot < 0 || slot >= p.kv_slot_count) continue;
-    const int64_t offset = (int64_t)slot * p.kv_width;
+    if ((!cache[0] && !cache[1]) || !kv_slot_taken(p, d.slot[r])) continue;
+    const int64_t offset = (int64_t)d.slot[r] * p.kv_width;
     if (cache[0]) store1(cache[0] + offset, v0);
     if (cache[1]) store1(cache[1] + offset, v1);
   }
